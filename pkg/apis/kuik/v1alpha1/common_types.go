@@ -1,0 +1,115 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RewritePolicy says when the webhook routes an image to a resource's candidates, and when the
+// secret-syncer writes the resource's pull Secret.
+// +kubebuilder:validation:Enum=Always;OnFailure;None
+type RewritePolicy string
+
+const (
+	// RewritePolicyAlways puts the resource's candidates before the original image, and makes
+	// the syncer write its Secret in every selected namespace before any pod exists.
+	RewritePolicyAlways RewritePolicy = "Always"
+	// RewritePolicyOnFailure puts the resource's candidates after the original image, used only
+	// when the original is not available; the Secret follows the pods that were rewritten.
+	RewritePolicyOnFailure RewritePolicy = "OnFailure"
+	// RewritePolicyNone (ImageMirror only) never routes a pod and writes no Secret.
+	RewritePolicyNone RewritePolicy = "None"
+)
+
+// Condition types and reasons written by the secret-syncer.
+const (
+	// ConditionReady is True when every injecting entry's credential resolved.
+	ConditionReady = "Ready"
+
+	ReasonSynced                = "Synced"
+	ReasonNothingToInject       = "NothingToInject"
+	ReasonSecretNotFound        = "SecretNotFound"
+	ReasonNotDockerConfig       = "NotDockerConfig"
+	ReasonInvalidDockerConfig   = "InvalidDockerConfig"
+	ReasonNoCredentialForPath   = "NoCredentialForPath"
+	ReasonProviderNotConfigured = "ProviderNotConfigured"
+)
+
+// LocalSecretReference names a Secret in the cluster resource namespace (where kuik runs).
+type LocalSecretReference struct {
+	// name of the Secret in the cluster resource namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// ServiceAccountReference names a ServiceAccount whose token a credential provider may ask for.
+type ServiceAccountReference struct {
+	// namespace of the ServiceAccount.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// name of the ServiceAccount.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// ProviderAuth resolves a credential through a kubelet credential-provider exec plugin.
+type ProviderAuth struct {
+	// name of the provider in the CredentialProviderConfig given to the secret-syncer.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// serviceAccountRef is the ServiceAccount whose token is passed to a plugin that asks for one.
+	// +optional
+	ServiceAccountRef *ServiceAccountReference `json:"serviceAccountRef,omitempty"`
+}
+
+// Auth is the credential used to probe an entry and, when injected, to pull from it.
+// +kubebuilder:validation:XValidation:rule="has(self.secretRef) != has(self.provider)",message="auth: exactly one of secretRef or provider must be set"
+type Auth struct {
+	// secretRef names a kubernetes.io/dockerconfigjson Secret in the cluster resource namespace.
+	// +optional
+	SecretRef *LocalSecretReference `json:"secretRef,omitempty"`
+	// provider resolves the credential through a kubelet credential-provider plugin.
+	// +optional
+	Provider *ProviderAuth `json:"provider,omitempty"`
+	// injectPullSecret adds the credential to the pull Secret kuik writes in the pod's
+	// namespace. Defaults to true for secretRef and false for provider.
+	// +optional
+	InjectPullSecret *bool `json:"injectPullSecret,omitempty"`
+}
+
+// Injects reports whether the credential of this auth is to be injected into pods.
+func (a *Auth) Injects() bool {
+	if a == nil {
+		return false
+	}
+	if a.InjectPullSecret != nil {
+		return *a.InjectPullSecret
+	}
+	return a.SecretRef != nil
+}
+
+// RoutingStatus is the observed state of a routing resource, written by the secret-syncer.
+type RoutingStatus struct {
+	// observedGeneration is the generation the syncer last acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// conditions: Ready, with a reason such as SecretNotFound or NoCredentialForPath.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// entries is the number of entries (alternatives, or 1 for a mirror).
+	// +optional
+	Entries int32 `json:"entries,omitempty"`
+	// namespaces is the number of namespaces holding this resource's pull Secret.
+	// +optional
+	Namespaces int32 `json:"namespaces,omitempty"`
+}

@@ -1,0 +1,93 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ImageMirrorSpec declares a registry path that mirrors images under their full reference.
+type ImageMirrorSpec struct {
+	// podSelector selects the pods this resource routes; empty selects every pod.
+	// +optional
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+	// namespaceSelector selects namespaces by their labels; empty selects every namespace.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+	// excludeImages are globs on the normalized image reference that this mirror does not serve:
+	// '*' matches within a path segment, '**' across segments, '?' one character. A glob with no
+	// tag or digest matches every tag and digest of the repositories it matches.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.all(g, g.matches('^[A-Za-z0-9._/:@*?-]+$'))",message="excludeImages: a glob may only hold letters, digits, '.', '_', '-', '/', ':', '@', '*' and '?'"
+	// +kubebuilder:validation:XValidation:rule="self.all(g, !g.contains('***'))",message="excludeImages: '***' is not a valid glob"
+	ExcludeImages []string `json:"excludeImages,omitempty"`
+	// rewritePolicy is Always (mirror before the original image), OnFailure (mirror only when
+	// the original is not available) or None (never routes, writes no Secret).
+	// +optional
+	// +kubebuilder:default=OnFailure
+	RewritePolicy RewritePolicy `json:"rewritePolicy,omitempty"`
+	// destination is where mirrored images live.
+	// +required
+	Destination MirrorDestination `json:"destination"`
+}
+
+// MirrorDestination is the registry path under which images are mirrored: the candidate for an
+// image is path + its full normalized reference.
+type MirrorDestination struct {
+	// path is the registry path, e.g. registry.tld/mirror/.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:XValidation:rule="!self.endsWith(':')",message="destination.path: must not end with ':'"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('@')",message="destination.path: must not contain a digest"
+	// +kubebuilder:validation:XValidation:rule="self.endsWith(':') || !self.matches(':[^/]*$')",message="destination.path: must not contain a tag"
+	// +kubebuilder:validation:XValidation:rule="self.endsWith(':') || self.contains('@') || self.matches(':[^/]*$') || self.matches('^(([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])([.]([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(:[0-9]+)?)(/[a-z0-9]+(([._]|__|[-]+)[a-z0-9]+)*)*/?$')",message="destination.path: not a valid registry path"
+	Path string `json:"path"`
+	// insecure: the registry speaks plain HTTP.
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
+	// pull is how pods pull from the mirror.
+	// +optional
+	Pull *MirrorPull `json:"pull,omitempty"`
+}
+
+// MirrorPull holds the credential pods use to pull from the mirror.
+type MirrorPull struct {
+	// auth is the credential for the mirror; anonymous when absent.
+	// +optional
+	Auth *Auth `json:"auth,omitempty"`
+}
+
+// ImageMirror declares a mirror registry path; the webhook routes a pod to it when it is
+// available (Always) or when the original is not (OnFailure).
+// +genclient
+// +genclient:nonNamespaced
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=im,categories=kuik
+// +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.rewritePolicy`
+// +kubebuilder:printcolumn:name="Entries",type=integer,JSONPath=`.status.entries`
+// +kubebuilder:printcolumn:name="Namespaces",type=integer,JSONPath=`.status.namespaces`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ImageMirror struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired routing.
+	// +required
+	Spec ImageMirrorSpec `json:"spec"`
+	// status is written by the secret-syncer.
+	// +optional
+	Status RoutingStatus `json:"status,omitempty"`
+}
+
+// ImageMirrorList is a list of ImageMirror.
+// +kubebuilder:object:root=true
+type ImageMirrorList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ImageMirror `json:"items"`
+}
