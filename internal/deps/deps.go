@@ -17,7 +17,7 @@ import (
 	_ "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	_ "k8s.io/client-go/kubernetes"
 	_ "k8s.io/kubelet/config/v1"
-	_ "sigs.k8s.io/controller-runtime/pkg/envtest"
 	_ "sigs.k8s.io/controller-runtime"
+	_ "sigs.k8s.io/controller-runtime/pkg/envtest"
 	_ "sigs.k8s.io/yaml"
 )

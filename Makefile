@@ -1,0 +1,65 @@
+# kuik — make help lists every target.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+GO        ?= go
+TOOLS_DIR := $(CURDIR)/hack/tools
+BIN_DIR   := $(CURDIR)/bin
+TOOL      := $(GO) tool -modfile=$(TOOLS_DIR)/go.mod
+# Test packages run in parallel, each with its own control plane; 2 at a time fits 2 cores.
+TEST_P    ?= 2
+TEST_FLAGS ?=
+
+.PHONY: help
+help: ## List every target.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: controlplane
+controlplane: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl into the cache (reused when there).
+	@hack/controlplane.sh >/dev/null
+
+.PHONY: build
+build: ## Build the webhook and secret-syncer binaries into bin/.
+	$(GO) build -trimpath -o $(BIN_DIR)/ ./cmd/...
+
+.PHONY: generate
+generate: ## Regenerate deepcopy code from the API types.
+	$(TOOL) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./pkg/...
+
+.PHONY: manifests
+manifests: ## Regenerate the CRDs (config/crd and the chart's crds/).
+	$(TOOL) controller-gen crd:maxDescLen=400 paths=./pkg/... output:crd:artifacts:config=config/crd
+	@if [ -d charts/kuik ]; then mkdir -p charts/kuik/crds && cp config/crd/*.yaml charts/kuik/crds/; fi
+
+.PHONY: verify
+verify: generate manifests ## Regenerate everything and fail if the tree changed.
+	@git diff --exit-code -- pkg config charts || { echo "generated files are stale: run make generate manifests and commit" >&2; exit 1; }
+	@test -z "$$(git status --porcelain -- pkg config charts)" || { git status --porcelain -- pkg config charts; echo "untracked generated files" >&2; exit 1; }
+
+.PHONY: vet
+vet: ## go vet every package.
+	$(GO) vet ./...
+
+.PHONY: lint
+lint: ## Run golangci-lint (pinned in hack/tools).
+	$(TOOL) golangci-lint run ./...
+
+.PHONY: test
+test: controlplane ## Unit and integration tests (real kube-apiserver, etcd, kube-controller-manager).
+	KUIK_ASSETS="$$(hack/controlplane.sh dir)" $(GO) test -p $(TEST_P) -count=1 $(TEST_FLAGS) ./...
+
+.PHONY: test-unit
+test-unit: ## Only the tests that need no control plane.
+	$(GO) test -count=1 -short ./...
+
+.PHONY: bench
+bench: ## Micro-benchmarks (go test -bench); figures are printed, never asserted.
+	$(GO) test -run='^$$' -bench=. -benchmem ./internal/...
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (default 20s).
+	@for f in $$(grep -rhoE '^func Fuzz[A-Za-z0-9_]+' --include='*_test.go' internal | sed 's/func //'); do \
+		pkg=$$(grep -rlE "^func $$f\(" --include='*_test.go' internal | xargs dirname); \
+		$(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$${FUZZTIME:-20s} ./$$pkg; \
+	done

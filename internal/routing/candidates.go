@@ -1,0 +1,276 @@
+package routing
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
+)
+
+// Candidate is one image a container may be pulled from.
+type Candidate struct {
+	// Reference is fully normalized, e.g. docker.io/library/nginx:latest; the tag and the digest
+	// of the pod's image are both kept when both are given.
+	Reference string
+	Source    Source
+	// Policy is the band the candidate came from; empty for the original.
+	Policy v1alpha1.RewritePolicy
+	// Entry is the index in spec.alternatives (0 for a mirror); -1 for the original, unless the
+	// original equals an entry, whose index it then carries.
+	Entry int
+	// AuthPath is the auths key of the entry: repository or repositoryGroup as written, or the
+	// mirror's destination.path without its trailing '/'; empty for an original with no entry.
+	AuthPath string
+	Insecure bool
+	// Auth is the entry's credential, shared with the Index: read it, never write it. nil means
+	// anonymous.
+	Auth *v1alpha1.Auth
+	// Inject: the pod gets PullSecretName(Source) when this candidate wins. Always false for the
+	// original, which the pod already pulls on its own terms.
+	Inject bool
+}
+
+// Candidates returns the ordered list of images a container running image may be pulled from,
+// the original included (see the package documentation for the order). When no resource
+// applies, the list holds just the original and callers need not probe anything; when the
+// original sits on an unavailable entry and nothing else is left, the list is empty. The only
+// error is an image that does not parse.
+func (ix *Index) Candidates(image string, podLabels, namespaceLabels labels.Set) ([]Candidate, error) {
+	img, err := parseImage(image)
+	if err != nil {
+		return nil, err
+	}
+	original := Candidate{Reference: img.full, Entry: -1}
+	if ix.Len() == 0 {
+		return []Candidate{original}, nil
+	}
+
+	var hitBuf [8]alternativeHit
+	hits := ix.matchAlternatives(&img, hitBuf[:0], podLabels, namespaceLabels)
+	var mirrorBuf [8]*mirrorResource
+	mirrors := ix.matchMirrors(&img, mirrorBuf[:0], podLabels, namespaceLabels)
+	if len(hits) == 0 && len(mirrors) == 0 {
+		return []Candidate{original}, nil
+	}
+
+	// The original stands for the entries it equals: the first available one lends it its
+	// credential so the probe uses what the resource says this repository needs, and any
+	// unavailable one removes it, since the operator declared it unusable.
+	keepOriginal, lent := true, false
+	size := 1 + len(mirrors)
+	for i := range hits {
+		h := &hits[i]
+		size += len(h.res.entries)
+		for j := range h.res.entries {
+			if h.matched&(1<<j) == 0 {
+				continue
+			}
+			e := &h.res.entries[j]
+			switch {
+			case e.unavailable:
+				keepOriginal = false
+			case !lent:
+				original.Entry, original.AuthPath, original.Insecure, original.Auth = j, e.authPath, e.insecure, e.auth
+				lent = true
+			}
+		}
+	}
+
+	b := listBuilder{out: make([]Candidate, 0, size)}
+	for _, m := range mirrors {
+		if m.band == bandAlways {
+			b.addMirror(m, &img)
+		}
+	}
+	for i := range hits {
+		if hits[i].res.band == bandAlways {
+			b.addAlternative(&hits[i], &img)
+		}
+	}
+	if keepOriginal {
+		b.add(original, credentialOf(original.Auth))
+	}
+	for i := range hits {
+		if hits[i].res.band == bandOnFailure {
+			b.addAlternative(&hits[i], &img)
+		}
+	}
+	for _, m := range mirrors {
+		if m.band == bandOnFailure {
+			b.addMirror(m, &img)
+		}
+	}
+	return b.out, nil
+}
+
+// alternativeHit is an ImageAlternative that applies to the image.
+type alternativeHit struct {
+	index int32
+	res   *alternativeResource
+	// matched has bit j set when entry j equals the image (at most 32 entries).
+	matched uint64
+	// last is the image's last path segment, carried over by the group form.
+	last string
+}
+
+// matchAlternatives walks the trie along the image's path segments: the node of the image's
+// parent holds the groups that match, the node of the image itself the exact repositories.
+func (ix *Index) matchAlternatives(img *imageRef, hits []alternativeHit, podLabels, namespaceLabels labels.Set) []alternativeHit {
+	n := &ix.root
+	rest := img.name
+	for {
+		seg, after, more := strings.Cut(rest, "/")
+		if !more {
+			hits = ix.collect(hits, n.group, seg, podLabels, namespaceLabels)
+			if child := n.children[seg]; child != nil {
+				hits = ix.collect(hits, child.exact, seg, podLabels, namespaceLabels)
+			}
+			break
+		}
+		if n = n.children[seg]; n == nil {
+			break
+		}
+		rest = after
+	}
+	slices.SortFunc(hits, func(a, b alternativeHit) int {
+		return cmp.Or(cmp.Compare(a.res.band, b.res.band), cmp.Compare(a.index, b.index))
+	})
+	return hits
+}
+
+// collect relies on the entries of one resource being contiguous in a node, since NewIndex
+// adds resources one at a time, and on one resource never sitting in both lists of a node
+// (a list has a single form).
+func (ix *Index) collect(hits []alternativeHit, refs []entryRef, last string, podLabels, namespaceLabels labels.Set) []alternativeHit {
+	skip := int32(-1)
+	for _, r := range refs {
+		if r.alternative == skip {
+			continue
+		}
+		if k := len(hits) - 1; k >= 0 && hits[k].index == r.alternative {
+			hits[k].matched |= 1 << r.entry
+			continue
+		}
+		res := ix.alternatives[r.alternative]
+		if !res.scope.selects(podLabels, namespaceLabels) {
+			skip = r.alternative
+			continue
+		}
+		hits = append(hits, alternativeHit{index: r.alternative, res: res, matched: 1 << r.entry, last: last})
+	}
+	return hits
+}
+
+func (ix *Index) matchMirrors(img *imageRef, out []*mirrorResource, podLabels, namespaceLabels labels.Set) []*mirrorResource {
+	// A host with a port or an upper-case letter cannot be a path segment under the mirror.
+	if !hostIsPathComponent(img.domain) {
+		return out
+	}
+	for _, m := range ix.mirrors {
+		if !m.scope.selects(podLabels, namespaceLabels) || m.holds(img) ||
+			!fitsPathLimit(len(m.dest)+1+len(img.name), m.hostLen) {
+			continue
+		}
+		excluded := false
+		for i := range m.excludes {
+			if m.excludes[i].matches(img) {
+				excluded = true
+				break
+			}
+		}
+		if !excluded {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// holds reports whether the image lives under the mirror's own path, where mirroring it again
+// would nest the mirror inside itself.
+func (m *mirrorResource) holds(img *imageRef) bool {
+	rest, ok := strings.CutPrefix(img.name, m.dest)
+	return ok && (rest == "" || rest[0] == '/')
+}
+
+type candidateKey struct {
+	reference string
+	cred      credential
+}
+
+// linearDedupeMax bounds the list deduplicated by scanning; longer lists (many resources on
+// one image) switch to a map.
+const linearDedupeMax = 16
+
+type listBuilder struct {
+	out  []Candidate
+	keys []candidateKey
+	seen map[candidateKey]struct{}
+}
+
+func (b *listBuilder) add(c Candidate, cred credential) {
+	k := candidateKey{reference: c.Reference, cred: cred}
+	if b.seen != nil {
+		if _, dup := b.seen[k]; dup {
+			return
+		}
+		b.seen[k] = struct{}{}
+	} else {
+		if slices.Contains(b.keys, k) {
+			return
+		}
+		b.keys = append(b.keys, k)
+		if len(b.keys) > linearDedupeMax {
+			b.seen = make(map[candidateKey]struct{}, 2*len(b.keys))
+			for _, o := range b.keys {
+				b.seen[o] = struct{}{}
+			}
+		}
+	}
+	b.out = append(b.out, c)
+}
+
+func (b *listBuilder) addAlternative(h *alternativeHit, img *imageRef) {
+	res := h.res
+	source := Source{Kind: KindImageAlternative, Name: res.name}
+	for j := range res.entries {
+		e := &res.entries[j]
+		if e.unavailable || h.matched&(1<<j) != 0 {
+			continue
+		}
+		var ref string
+		if res.group {
+			if !fitsPathLimit(len(e.path)+1+len(h.last), e.hostLen) {
+				continue
+			}
+			ref = e.path + "/" + h.last + img.suffix
+		} else {
+			ref = e.path + img.suffix
+		}
+		b.add(Candidate{
+			Reference: ref,
+			Source:    source,
+			Policy:    res.policy,
+			Entry:     j,
+			AuthPath:  e.authPath,
+			Insecure:  e.insecure,
+			Auth:      e.auth,
+			Inject:    e.auth.Injects(),
+		}, e.cred)
+	}
+}
+
+func (b *listBuilder) addMirror(m *mirrorResource, img *imageRef) {
+	b.add(Candidate{
+		Reference: m.dest + "/" + img.full,
+		Source:    Source{Kind: KindImageMirror, Name: m.name},
+		Policy:    m.policy,
+		Entry:     0,
+		AuthPath:  m.authPath,
+		Insecure:  m.insecure,
+		Auth:      m.auth,
+		Inject:    m.auth.Injects(),
+	}, m.cred)
+}

@@ -1,0 +1,39 @@
+// Package routing decides, without any I/O, which images a container may be pulled from.
+//
+// # Model
+//
+// Two cluster-scoped resources route images. An ImageAlternative lists repositories that serve
+// the same images as one another, either one repository per entry (repository) or one path per
+// entry whose repositories one level below are equivalent (repositoryGroup: quay.io/acme/x is
+// registry.local/acme/x). An ImageMirror holds a copy of every image under a destination path
+// followed by the image's full normalized reference.
+//
+// Every reference is normalized with github.com/distribution/reference before anything else
+// (nginx is docker.io/library/nginx:latest), and matching is structural, by path segment: an
+// entry quay.io/acme/foo matches quay.io/acme/foo:v1 and quay.io/acme/foo@sha256:…, never
+// quay.io/acme/foo-bar nor quay.io/acme/foo/bar. The tag and the digest of the pod's image are
+// always carried over to the other repositories.
+//
+// An [Index] compiles a set of resources once per change into a trie keyed by path segment
+// (the registry host is the first segment), so that finding the alternatives of an image costs
+// O(path segments) whatever the number of resources. Mirrors apply to every image, so they are
+// a short list checked one by one. The Index is read-only once built and safe to share.
+//
+// # Candidate order
+//
+// [Index.Candidates] merges every resource that applies to a container (selectors match) into
+// one list, in bands:
+//
+//	Always ImageMirror → Always ImageAlternative → original → OnFailure ImageAlternative → OnFailure ImageMirror
+//
+// Resources are sorted by name inside a band and an alternative list keeps its declared order.
+// The entry equal to the original image is not repeated: the original stands for it, and carries
+// its credential so that it is probed with it. Entries marked unavailable are never candidates;
+// when the original image sits on one, the original is dropped so the pod gets substituted. The
+// list is deduplicated on (reference, credential), keeping the first occurrence.
+//
+// The webhook probes the list and keeps the first available candidate; the secret-syncer names
+// the Secret it writes for a resource with [PullSecretName]. Both refuse invalid resources with
+// [ValidateImageAlternative] and [ValidateImageMirror], which mirror the CRD's CEL rules and
+// also parse every reference the way the index does.
+package routing

@@ -1,0 +1,292 @@
+package routing
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
+)
+
+// Index holds compiled routing resources. Build it once per change and share it read-only
+// across goroutines: nothing in it is written after NewIndex returns.
+type Index struct {
+	root         node
+	alternatives []*alternativeResource // by name
+	mirrors      []*mirrorResource      // by name, rewritePolicy None left out
+}
+
+// node is one path segment of the trie; the host is the first segment below the root.
+type node struct {
+	children map[string]*node
+	// exact holds the entries whose repository is the path to this node.
+	exact []entryRef
+	// group holds the entries whose repositoryGroup is the path to this node: they match the
+	// repositories one level below.
+	group []entryRef
+}
+
+type entryRef struct {
+	alternative int32 // index in Index.alternatives
+	entry       int32 // index in spec.alternatives
+}
+
+// band is a resource's place relative to the original image.
+type band uint8
+
+const (
+	bandAlways band = iota
+	bandOnFailure
+)
+
+func bandOf(p v1alpha1.RewritePolicy) band {
+	if p == v1alpha1.RewritePolicyAlways {
+		return bandAlways
+	}
+	return bandOnFailure
+}
+
+// scope is what the selectors of a resource let through; a nil selector selects everything,
+// which spares the common case a call per lookup.
+type scope struct {
+	pods       labels.Selector
+	namespaces labels.Selector
+}
+
+func compileScope(pod, namespace *metav1.LabelSelector) (scope, error) {
+	var s scope
+	var err error
+	if s.pods, err = compileSelector(pod); err != nil {
+		return s, fmt.Errorf("spec.podSelector: %w", err)
+	}
+	if s.namespaces, err = compileSelector(namespace); err != nil {
+		return s, fmt.Errorf("spec.namespaceSelector: %w", err)
+	}
+	return s, nil
+}
+
+func compileSelector(sel *metav1.LabelSelector) (labels.Selector, error) {
+	// LabelSelectorAsSelector turns nil into Nothing, while the API says nil selects everything.
+	if sel == nil || len(sel.MatchLabels)+len(sel.MatchExpressions) == 0 {
+		return nil, nil
+	}
+	return metav1.LabelSelectorAsSelector(sel)
+}
+
+func (s *scope) selects(podLabels, namespaceLabels labels.Set) bool {
+	return (s.pods == nil || s.pods.Matches(podLabels)) &&
+		(s.namespaces == nil || s.namespaces.Matches(namespaceLabels))
+}
+
+// credential is what the list is deduplicated on besides the reference: the same reference
+// with two credentials is two candidates, since either may be the only one allowed to pull.
+type credential struct {
+	secret   string
+	provider string
+}
+
+func credentialOf(a *v1alpha1.Auth) credential {
+	switch {
+	case a == nil:
+		return credential{}
+	case a.SecretRef != nil:
+		return credential{secret: a.SecretRef.Name}
+	case a.Provider != nil:
+		return credential{provider: a.Provider.Name}
+	}
+	return credential{}
+}
+
+type alternativeResource struct {
+	name    string
+	policy  v1alpha1.RewritePolicy
+	band    band
+	rank    int
+	scope   scope
+	group   bool
+	entries []alternativeEntry
+}
+
+type alternativeEntry struct {
+	path        string // normalized repository, or normalized group path without trailing '/'
+	hostLen     int
+	authPath    string
+	insecure    bool
+	unavailable bool
+	auth        *v1alpha1.Auth
+	cred        credential
+}
+
+type mirrorResource struct {
+	name     string
+	policy   v1alpha1.RewritePolicy
+	band     band
+	scope    scope
+	dest     string // normalized, without trailing '/'
+	hostLen  int
+	authPath string
+	insecure bool
+	auth     *v1alpha1.Auth
+	cred     credential
+	excludes []excludeGlob
+}
+
+// NewIndex compiles the routing resources. An invalid resource is left out and reported with
+// an error naming it and its faulty fields; the others are indexed, so that one bad object
+// does not stop routing for every pod.
+func NewIndex(alternatives []v1alpha1.ImageAlternative, mirrors []v1alpha1.ImageMirror) (*Index, []error) {
+	ix := &Index{}
+	var errs []error
+
+	alts := make([]*v1alpha1.ImageAlternative, len(alternatives))
+	for i := range alternatives {
+		alts[i] = &alternatives[i]
+	}
+	slices.SortStableFunc(alts, func(a, b *v1alpha1.ImageAlternative) int { return cmp.Compare(a.Name, b.Name) })
+	for _, obj := range alts {
+		res, err := compileAlternative(obj)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %w", KindImageAlternative, obj.Name, err))
+			continue
+		}
+		res.rank = len(ix.alternatives)
+		ix.add(res)
+	}
+
+	ms := make([]*v1alpha1.ImageMirror, len(mirrors))
+	for i := range mirrors {
+		ms[i] = &mirrors[i]
+	}
+	slices.SortStableFunc(ms, func(a, b *v1alpha1.ImageMirror) int { return cmp.Compare(a.Name, b.Name) })
+	for _, obj := range ms {
+		res, err := compileMirror(obj)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %w", KindImageMirror, obj.Name, err))
+			continue
+		}
+		if res.policy == v1alpha1.RewritePolicyNone {
+			continue
+		}
+		ix.mirrors = append(ix.mirrors, res)
+	}
+	return ix, errs
+}
+
+// Len is the number of resources that can route an image: the valid ones, ImageMirrors with
+// rewritePolicy None left out.
+func (ix *Index) Len() int {
+	if ix == nil {
+		return 0
+	}
+	return len(ix.alternatives) + len(ix.mirrors)
+}
+
+func (ix *Index) add(res *alternativeResource) {
+	ref := entryRef{alternative: int32(len(ix.alternatives))}
+	ix.alternatives = append(ix.alternatives, res)
+	for j := range res.entries {
+		n := &ix.root
+		for seg := range strings.SplitSeq(res.entries[j].path, "/") {
+			child := n.children[seg]
+			if child == nil {
+				if n.children == nil {
+					n.children = make(map[string]*node)
+				}
+				child = &node{}
+				n.children[seg] = child
+			}
+			n = child
+		}
+		ref.entry = int32(j)
+		if res.group {
+			n.group = append(n.group, ref)
+		} else {
+			n.exact = append(n.exact, ref)
+		}
+	}
+}
+
+func compileAlternative(obj *v1alpha1.ImageAlternative) (*alternativeResource, error) {
+	if errs := ValidateImageAlternative(obj); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	sc, err := compileScope(obj.Spec.PodSelector, obj.Spec.NamespaceSelector)
+	if err != nil {
+		return nil, err
+	}
+	res := &alternativeResource{
+		name:    obj.Name,
+		policy:  defaultPolicy(obj.Spec.RewritePolicy),
+		scope:   sc,
+		group:   obj.Spec.Alternatives[0].RepositoryGroup != "",
+		entries: make([]alternativeEntry, len(obj.Spec.Alternatives)),
+	}
+	res.band = bandOf(res.policy)
+	for j := range obj.Spec.Alternatives {
+		a := &obj.Spec.Alternatives[j]
+		e := &res.entries[j]
+		if res.group {
+			e.authPath = a.RepositoryGroup
+			e.path, err = parseGroup(a.RepositoryGroup)
+		} else {
+			e.authPath = a.Repository
+			e.path, err = parseRepository(a.Repository)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("spec.alternatives[%d]: %w", j, err)
+		}
+		e.hostLen = domainLen(e.path)
+		e.insecure = a.Insecure
+		e.unavailable = a.Unavailable
+		// The index outlives the informer's object; a copy keeps candidates from aliasing it.
+		e.auth = a.Auth.DeepCopy()
+		e.cred = credentialOf(e.auth)
+	}
+	return res, nil
+}
+
+func compileMirror(obj *v1alpha1.ImageMirror) (*mirrorResource, error) {
+	if errs := ValidateImageMirror(obj); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	sc, err := compileScope(obj.Spec.PodSelector, obj.Spec.NamespaceSelector)
+	if err != nil {
+		return nil, err
+	}
+	d := &obj.Spec.Destination
+	res := &mirrorResource{
+		name:     obj.Name,
+		policy:   defaultPolicy(obj.Spec.RewritePolicy),
+		scope:    sc,
+		authPath: strings.TrimSuffix(d.Path, "/"),
+		insecure: d.Insecure,
+	}
+	res.band = bandOf(res.policy)
+	if res.dest, err = parseDestination(d.Path); err != nil {
+		return nil, fmt.Errorf("spec.destination.path: %w", err)
+	}
+	res.hostLen = domainLen(res.dest)
+	if d.Pull != nil {
+		res.auth = d.Pull.Auth.DeepCopy()
+	}
+	res.cred = credentialOf(res.auth)
+	for i, g := range obj.Spec.ExcludeImages {
+		eg, err := compileGlob(g)
+		if err != nil {
+			return nil, fmt.Errorf("spec.excludeImages[%d]: %w", i, err)
+		}
+		res.excludes = append(res.excludes, eg)
+	}
+	return res, nil
+}
+
+func defaultPolicy(p v1alpha1.RewritePolicy) v1alpha1.RewritePolicy {
+	if p == "" {
+		return v1alpha1.RewritePolicyOnFailure
+	}
+	return p
+}

@@ -1,0 +1,163 @@
+package routing
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/distribution/reference"
+)
+
+// Normalize returns the fully qualified form of an image reference, the form every matching
+// and every candidate uses: docker.io/library/nginx:latest for nginx, the tag and the digest
+// both kept when both are given.
+func Normalize(image string) (string, error) {
+	ref, err := parseImage(image)
+	if err != nil {
+		return "", err
+	}
+	return ref.full, nil
+}
+
+// imageRef is a pod's image split the way routing needs it. name, name:tag and the full
+// reference share one backing string, so matching allocates nothing.
+type imageRef struct {
+	full   string // normalized reference, tag and digest kept
+	name   string // normalized repository name, host first
+	domain string
+	tag    string
+	digest string
+	suffix string // what is carried over to other repositories: ":tag", "@digest" or both
+}
+
+func parseImage(image string) (imageRef, error) {
+	named, err := reference.ParseNormalizedNamed(image)
+	if err != nil {
+		return imageRef{}, fmt.Errorf("parse image %q: %w", image, err)
+	}
+	named = reference.TagNameOnly(named)
+	full := named.String()
+	ref := imageRef{
+		full:   full,
+		name:   full[:len(named.Name())],
+		domain: reference.Domain(named),
+	}
+	ref.suffix = full[len(ref.name):]
+	if t, ok := named.(reference.Tagged); ok {
+		ref.tag = t.Tag()
+	}
+	if d, ok := named.(reference.Digested); ok {
+		ref.digest = d.Digest().String()
+	}
+	return ref, nil
+}
+
+// nameTag is name:tag, a prefix of full.
+func (r *imageRef) nameTag() string {
+	return r.full[:len(r.name)+1+len(r.tag)]
+}
+
+// nameDigest is name@digest.
+func (r *imageRef) nameDigest() string {
+	if r.tag == "" {
+		return r.full
+	}
+	return r.name + "@" + r.digest
+}
+
+// tagPattern is the CRD's test for a tag: a ':' with no '/' after it.
+var tagPattern = regexp.MustCompile(`:[^/]*$`)
+
+var (
+	errEndsWithColon = errors.New("must not end with ':'")
+	errHasDigest     = errors.New("must not contain a digest (tags and digests are carried over from the pod's image)")
+	errHasTag        = errors.New("must not contain a tag (tags and digests are carried over from the pod's image)")
+)
+
+// checkNameOnly applies the CRD's CEL tests, in the CRD's order, so that the index refuses
+// exactly what the API server would have refused, with the same message.
+func checkNameOnly(s string) error {
+	switch {
+	case strings.HasSuffix(s, ":"):
+		return errEndsWithColon
+	case strings.Contains(s, "@"):
+		return errHasDigest
+	case tagPattern.MatchString(s):
+		return errHasTag
+	}
+	return nil
+}
+
+// parseRepository normalizes the repository of an alternative entry (docker.io/library/nginx
+// for nginx).
+func parseRepository(s string) (string, error) {
+	if err := checkNameOnly(s); err != nil {
+		return "", err
+	}
+	named, err := reference.ParseNormalizedNamed(s)
+	if err != nil {
+		return "", fmt.Errorf("not a valid image repository reference: %w", err)
+	}
+	if !reference.IsNameOnly(named) {
+		return "", errHasTag
+	}
+	return named.Name(), nil
+}
+
+// Placeholders completing a path into a repository name, so that the reference parser decides
+// where the host ends and applies Docker Hub's rules. A group holds repositories one level
+// below; a mirror holds whole references, at least two levels below (host and path).
+const (
+	groupPlaceholder       = "x"
+	destinationPlaceholder = "x/x"
+)
+
+// parsePath normalizes a repositoryGroup or a destination.path, returning it without a
+// trailing '/': quay.io/acme/ is quay.io/acme, library/ is docker.io/library.
+func parsePath(s, placeholder string) (string, error) {
+	if err := checkNameOnly(s); err != nil {
+		return "", err
+	}
+	trimmed := strings.TrimSuffix(s, "/")
+	if trimmed == "" {
+		return "", errors.New("not a valid repository path: empty")
+	}
+	named, err := reference.ParseNormalizedNamed(trimmed + "/" + placeholder)
+	if err != nil {
+		return "", fmt.Errorf("not a valid repository path: %w", err)
+	}
+	name, ok := strings.CutSuffix(named.Name(), "/"+placeholder)
+	if !ok || !reference.IsNameOnly(named) {
+		return "", fmt.Errorf("not a valid repository path: %q", s)
+	}
+	return name, nil
+}
+
+// domainLen is the length of the host part of a normalized name, which the reference
+// grammar leaves out of the 255-character limit on repository paths.
+func domainLen(name string) int {
+	if i := strings.IndexByte(name, '/'); i >= 0 {
+		return i
+	}
+	return len(name)
+}
+
+// fitsPathLimit reports whether a repository name built by concatenation still parses: the
+// parser limits the path (the name without its host) to 255 characters.
+func fitsPathLimit(nameLen, hostLen int) bool {
+	return nameLen-hostLen-1 <= reference.RepositoryNameTotalLengthMax
+}
+
+// hostIsPathComponent reports whether a registry host, already valid as a host, is also valid
+// as a path component below a mirror's destination: a port, an IPv6 address or an upper-case
+// letter is not.
+func hostIsPathComponent(host string) bool {
+	for i := 0; i < len(host); i++ {
+		c := host[i]
+		if c == ':' || c == '[' || c == ']' || ('A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,203 @@
+package routing
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
+)
+
+// Bounds of the CRD schema, repeated here so that an object that bypassed the schema (an
+// older CRD, a test) is refused the same way.
+const (
+	maxAlternatives  = 32
+	maxExcludeImages = 64
+	maxGlobLen       = 512
+	maxPathLen       = 255
+	maxNameLen       = 253
+	maxNamespaceLen  = 63
+)
+
+// ValidateImageAlternative returns every reason obj cannot be indexed, each with the JSON
+// path of the field at fault. It mirrors the CRD's schema and CEL rules and also parses every
+// reference, so the webhook and the index agree on what is valid.
+func ValidateImageAlternative(obj *v1alpha1.ImageAlternative) field.ErrorList {
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+	errs = append(errs, validateSelector(obj.Spec.PodSelector, spec.Child("podSelector"))...)
+	errs = append(errs, validateSelector(obj.Spec.NamespaceSelector, spec.Child("namespaceSelector"))...)
+
+	switch p := obj.Spec.RewritePolicy; p {
+	case "", v1alpha1.RewritePolicyAlways, v1alpha1.RewritePolicyOnFailure:
+	case v1alpha1.RewritePolicyNone:
+		errs = append(errs, field.Invalid(spec.Child("rewritePolicy"), p, "None is only valid for ImageMirror"))
+	default:
+		errs = append(errs, field.NotSupported(spec.Child("rewritePolicy"), p,
+			[]v1alpha1.RewritePolicy{v1alpha1.RewritePolicyAlways, v1alpha1.RewritePolicyOnFailure}))
+	}
+
+	altsPath := spec.Child("alternatives")
+	alts := obj.Spec.Alternatives
+	switch {
+	case len(alts) == 0:
+		errs = append(errs, field.Required(altsPath, "at least one entry is required"))
+	case len(alts) > maxAlternatives:
+		errs = append(errs, field.TooMany(altsPath, len(alts), maxAlternatives))
+	}
+
+	// The first entry that names exactly one form sets the form of the list.
+	firstForm := -1
+	for i := range alts {
+		a := &alts[i]
+		p := altsPath.Index(i)
+		hasRepo, hasGroup := a.Repository != "", a.RepositoryGroup != ""
+		switch {
+		case hasRepo && hasGroup:
+			errs = append(errs, field.Forbidden(p, "exactly one of repository or repositoryGroup must be set, not both"))
+		case !hasRepo && !hasGroup:
+			errs = append(errs, field.Required(p, "exactly one of repository or repositoryGroup must be set"))
+		case firstForm < 0:
+			firstForm = i
+		case (alts[firstForm].Repository != "") != hasRepo:
+			errs = append(errs, field.Invalid(p.Child(formName(hasRepo)), formValue(a),
+				fmt.Sprintf("every entry must use the same form: %s uses %s",
+					altsPath.Index(firstForm), formName(!hasRepo))))
+		}
+		if hasRepo {
+			errs = append(errs, validateReference(a.Repository, p.Child("repository"), parseRepository)...)
+		}
+		if hasGroup {
+			errs = append(errs, validateReference(a.RepositoryGroup, p.Child("repositoryGroup"), parseGroup)...)
+		}
+		errs = append(errs, validateAuth(a.Auth, p.Child("auth"))...)
+	}
+	return errs
+}
+
+// ValidateImageMirror is ValidateImageAlternative for an ImageMirror.
+func ValidateImageMirror(obj *v1alpha1.ImageMirror) field.ErrorList {
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+	errs = append(errs, validateSelector(obj.Spec.PodSelector, spec.Child("podSelector"))...)
+	errs = append(errs, validateSelector(obj.Spec.NamespaceSelector, spec.Child("namespaceSelector"))...)
+
+	switch p := obj.Spec.RewritePolicy; p {
+	case "", v1alpha1.RewritePolicyAlways, v1alpha1.RewritePolicyOnFailure, v1alpha1.RewritePolicyNone:
+	default:
+		errs = append(errs, field.NotSupported(spec.Child("rewritePolicy"), p,
+			[]v1alpha1.RewritePolicy{v1alpha1.RewritePolicyAlways, v1alpha1.RewritePolicyOnFailure, v1alpha1.RewritePolicyNone}))
+	}
+
+	excl := spec.Child("excludeImages")
+	if len(obj.Spec.ExcludeImages) > maxExcludeImages {
+		errs = append(errs, field.TooMany(excl, len(obj.Spec.ExcludeImages), maxExcludeImages))
+	}
+	seen := make(map[string]bool, len(obj.Spec.ExcludeImages))
+	for i, g := range obj.Spec.ExcludeImages {
+		p := excl.Index(i)
+		switch {
+		case g == "":
+			errs = append(errs, field.Required(p, "a glob must not be empty"))
+			continue
+		case len(g) > maxGlobLen:
+			errs = append(errs, field.TooLong(p, g, maxGlobLen))
+		case seen[g]:
+			errs = append(errs, field.Duplicate(p, g))
+		}
+		seen[g] = true
+		for _, err := range checkGlob(g) {
+			errs = append(errs, field.Invalid(p, g, err.Error()))
+		}
+	}
+
+	dest := spec.Child("destination")
+	if obj.Spec.Destination.Path == "" {
+		errs = append(errs, field.Required(dest.Child("path"), "the mirror's registry path is required"))
+	} else {
+		errs = append(errs, validateReference(obj.Spec.Destination.Path, dest.Child("path"), parseDestination)...)
+	}
+	if pull := obj.Spec.Destination.Pull; pull != nil {
+		errs = append(errs, validateAuth(pull.Auth, dest.Child("pull", "auth"))...)
+	}
+	return errs
+}
+
+func parseGroup(s string) (string, error)       { return parsePath(s, groupPlaceholder) }
+func parseDestination(s string) (string, error) { return parsePath(s, destinationPlaceholder) }
+
+func validateReference(s string, p *field.Path, parse func(string) (string, error)) field.ErrorList {
+	if len(s) > maxPathLen {
+		return field.ErrorList{field.TooLong(p, s, maxPathLen)}
+	}
+	if _, err := parse(s); err != nil {
+		return field.ErrorList{field.Invalid(p, s, err.Error())}
+	}
+	return nil
+}
+
+func validateSelector(sel *metav1.LabelSelector, p *field.Path) field.ErrorList {
+	if sel == nil {
+		return nil
+	}
+	errs := metav1validation.ValidateLabelSelector(sel, metav1validation.LabelSelectorValidationOptions{}, p)
+	if len(errs) == 0 {
+		// The conversion the index does must not fail where the validation passed.
+		if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
+			errs = append(errs, field.Invalid(p, sel.String(), err.Error()))
+		}
+	}
+	return errs
+}
+
+func validateAuth(a *v1alpha1.Auth, p *field.Path) field.ErrorList {
+	if a == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	switch {
+	case a.SecretRef != nil && a.Provider != nil:
+		errs = append(errs, field.Forbidden(p, "exactly one of secretRef or provider must be set, not both"))
+	case a.SecretRef == nil && a.Provider == nil:
+		errs = append(errs, field.Required(p, "exactly one of secretRef or provider must be set"))
+	}
+	if a.SecretRef != nil {
+		errs = append(errs, validateName(a.SecretRef.Name, p.Child("secretRef", "name"), maxNameLen)...)
+	}
+	if a.Provider != nil {
+		pp := p.Child("provider")
+		errs = append(errs, validateName(a.Provider.Name, pp.Child("name"), maxNameLen)...)
+		if sa := a.Provider.ServiceAccountRef; sa != nil {
+			sp := pp.Child("serviceAccountRef")
+			errs = append(errs, validateName(sa.Namespace, sp.Child("namespace"), maxNamespaceLen)...)
+			errs = append(errs, validateName(sa.Name, sp.Child("name"), maxNameLen)...)
+		}
+	}
+	return errs
+}
+
+func validateName(s string, p *field.Path, maxLen int) field.ErrorList {
+	switch {
+	case s == "":
+		return field.ErrorList{field.Required(p, "must not be empty")}
+	case len(s) > maxLen:
+		return field.ErrorList{field.TooLong(p, s, maxLen)}
+	}
+	return nil
+}
+
+func formName(repository bool) string {
+	if repository {
+		return "repository"
+	}
+	return "repositoryGroup"
+}
+
+func formValue(a *v1alpha1.Alternative) string {
+	if a.Repository != "" {
+		return a.Repository
+	}
+	return a.RepositoryGroup
+}

@@ -1,0 +1,264 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Options choose what runs besides etcd and kube-apiserver.
+type Options struct {
+	// GarbageCollection starts kube-controller-manager with the garbage collector and the
+	// namespace controller, so ownerReference dependents are deleted and namespaces finish
+	// terminating.
+	GarbageCollection bool
+	// APIServerArgs are extra kube-apiserver flags ("--name=value").
+	APIServerArgs []string
+}
+
+// ControlPlane is a running etcd + kube-apiserver (+ kube-controller-manager).
+type ControlPlane struct {
+	// Dir holds certificates, kubeconfig, data and logs; removed by Stop.
+	Dir string
+	// CA signed the API server's certificate and the admin client's; test servers that the API
+	// server calls (webhooks) use certificates from it too.
+	CA *CA
+	// Kubeconfig is the path of an admin kubeconfig (system:masters).
+	Kubeconfig string
+
+	admin     *rest.Config
+	etcd      *process
+	apiserver *process
+	kcm       *process
+}
+
+// Start runs a control plane; it retries when another process took one of its ports.
+func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
+	assets, err := AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for range 3 {
+		cp, err := start(ctx, assets, opts)
+		if err == nil {
+			return cp, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+func start(ctx context.Context, assets string, opts Options) (cp *ControlPlane, err error) {
+	dir, err := os.MkdirTemp("", "kuik-testenv-")
+	if err != nil {
+		return nil, fmt.Errorf("creating control-plane dir: %w", err)
+	}
+	cp = &ControlPlane{Dir: dir}
+	defer func() {
+		if err != nil {
+			cp.Stop()
+		}
+	}()
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
+
+	if cp.CA, err = NewCA(); err != nil {
+		return nil, err
+	}
+	serving, err := cp.CA.ServingPair("kubernetes", "kubernetes.default", "kubernetes.default.svc")
+	if err != nil {
+		return nil, err
+	}
+	if err := serving.WriteFiles(dir, "apiserver.crt", "apiserver.key"); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), cp.CA.PEM, 0o600); err != nil {
+		return nil, fmt.Errorf("writing CA: %w", err)
+	}
+	admin, err := cp.CA.ClientPair("kuik-testenv-admin", "system:masters")
+	if err != nil {
+		return nil, err
+	}
+	saPub, saKey, err := writeServiceAccountKeys(dir)
+	if err != nil {
+		return nil, err
+	}
+
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdClient)
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(etcdPeer)
+	cp.etcd, err = startProcess("etcd", filepath.Join(assets, "etcd"), filepath.Join(dir, "etcd.log"),
+		"--name=default",
+		"--data-dir="+filepath.Join(dir, "etcd"),
+		"--listen-client-urls="+etcdURL,
+		"--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL,
+		"--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=default="+peerURL,
+		"--unsafe-no-fsync=true",
+		"--log-level=warn",
+	)
+	if err != nil {
+		return nil, err
+	}
+	if err := cp.etcd.waitFor(ctx, 30*time.Second, httpOK(http.DefaultClient, etcdURL+"/health")); err != nil {
+		return nil, err
+	}
+
+	apiURL := "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	args := []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(apiPort),
+		"--tls-cert-file=" + filepath.Join(dir, "apiserver.crt"),
+		"--tls-private-key-file=" + filepath.Join(dir, "apiserver.key"),
+		"--client-ca-file=" + filepath.Join(dir, "ca.crt"),
+		"--authorization-mode=RBAC",
+		"--endpoint-reconciler-type=none",
+		"--service-cluster-ip-range=10.96.0.0/24",
+		"--service-account-issuer=" + apiURL,
+		"--service-account-key-file=" + saPub,
+		"--service-account-signing-key-file=" + saKey,
+		// No kubelet creates service accounts' tokens here, and pods never run.
+		"--disable-admission-plugins=ServiceAccount",
+		"--allow-privileged=true",
+		"--profiling=false",
+	}
+	args = append(args, opts.APIServerArgs...)
+	cp.apiserver, err = startProcess("kube-apiserver", filepath.Join(assets, "kube-apiserver"), filepath.Join(dir, "kube-apiserver.log"), args...)
+	if err != nil {
+		return nil, err
+	}
+
+	cp.admin = &rest.Config{
+		Host:            apiURL,
+		TLSClientConfig: rest.TLSClientConfig{CAData: cp.CA.PEM, CertData: admin.CertPEM, KeyData: admin.KeyPEM},
+		// Tests must not be throttled by the client; the API server's own fairness applies.
+		QPS:   -1,
+		Burst: -1,
+	}
+	rt, err := rest.TransportFor(cp.admin)
+	if err != nil {
+		return nil, fmt.Errorf("building admin transport: %w", err)
+	}
+	if err := cp.apiserver.waitFor(ctx, 90*time.Second, httpOK(&http.Client{Transport: rt, Timeout: 5 * time.Second}, apiURL+"/readyz")); err != nil {
+		return nil, err
+	}
+
+	cp.Kubeconfig = filepath.Join(dir, "admin.kubeconfig")
+	if err := writeKubeconfig(cp.Kubeconfig, apiURL, cp.CA.PEM, admin); err != nil {
+		return nil, err
+	}
+
+	if opts.GarbageCollection {
+		cp.kcm, err = startProcess("kube-controller-manager", filepath.Join(assets, "kube-controller-manager"), filepath.Join(dir, "kube-controller-manager.log"),
+			"--kubeconfig="+cp.Kubeconfig,
+			"--controllers=garbagecollector,namespace",
+			"--leader-elect=false",
+			"--bind-address=127.0.0.1",
+			"--secure-port=0",
+			"--concurrent-gc-syncs=10",
+		)
+		if err != nil {
+			return nil, err
+		}
+		// The controller manager has no health port here (secure-port=0): wait until it has
+		// made its first API call, so a test that deletes an owner right away is still served.
+		cs, err := kubernetes.NewForConfig(cp.admin)
+		if err != nil {
+			return nil, fmt.Errorf("building admin client: %w", err)
+		}
+		if err := cp.kcm.waitFor(ctx, 60*time.Second, func(ctx context.Context) error {
+			_, err := cs.CoordinationV1().Leases("kube-system").List(ctx, listOne)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return cp, nil
+}
+
+// Stop ends every process and removes the control plane's directory. It is safe to call twice.
+func (cp *ControlPlane) Stop() {
+	if cp == nil {
+		return
+	}
+	cp.kcm.stop()
+	cp.apiserver.stop()
+	cp.etcd.stop()
+	cp.kcm, cp.apiserver, cp.etcd = nil, nil, nil
+	if cp.Dir != "" {
+		_ = os.RemoveAll(cp.Dir)
+		cp.Dir = ""
+	}
+}
+
+// Config is an admin (system:masters) client config.
+func (cp *ControlPlane) Config() *rest.Config {
+	return rest.CopyConfig(cp.admin)
+}
+
+// ConfigAs is a client config that impersonates user with groups, so RBAC, admission webhooks
+// and ValidatingAdmissionPolicies see that identity exactly as they would a real one.
+func (cp *ControlPlane) ConfigAs(user string, groups ...string) *rest.Config {
+	c := cp.Config()
+	c.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append([]string{"system:authenticated"}, groups...)}
+	return c
+}
+
+// ConfigAsServiceAccount impersonates a ServiceAccount, with the groups the API server gives
+// a real one.
+func (cp *ControlPlane) ConfigAsServiceAccount(namespace, name string) *rest.Config {
+	return cp.ConfigAs("system:serviceaccount:"+namespace+":"+name,
+		"system:serviceaccounts", "system:serviceaccounts:"+namespace)
+}
+
+// GarbageCollection reports whether kube-controller-manager runs.
+func (cp *ControlPlane) GarbageCollection() bool { return cp.kcm != nil }
+
+// ErrNoControllerManager is returned by helpers that need garbage collection when it is off.
+var ErrNoControllerManager = errors.New("kube-controller-manager is not running: start with Options.GarbageCollection")
+
+func httpOK(c *http.Client, url string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return nil
+	}
+}
+
+func writeKubeconfig(path, server string, ca []byte, user KeyPair) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["testenv"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: user.CertPEM, ClientKeyData: user.KeyPEM}
+	cfg.Contexts["testenv"] = &clientcmdapi.Context{Cluster: "testenv", AuthInfo: "admin"}
+	cfg.CurrentContext = "testenv"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return fmt.Errorf("writing kubeconfig: %w", err)
+	}
+	return nil
+}

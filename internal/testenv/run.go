@@ -1,0 +1,46 @@
+package testenv
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var listOne = metav1.ListOptions{Limit: 1}
+
+// Run starts a control plane for a test package, runs its tests and stops it, also on SIGINT
+// or SIGTERM. Use it from TestMain:
+//
+//	var cp *testenv.ControlPlane
+//	func TestMain(m *testing.M) { os.Exit(testenv.Run(m, testenv.Options{}, &cp)) }
+//
+// Under -short (make test-unit) it runs nothing: every test of such a package needs the
+// control plane.
+func Run(m *testing.M, opts Options, into **ControlPlane) int {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Fprintln(os.Stderr, "testenv: -short: skipping tests that need a control plane")
+		return 0
+	}
+	cp, err := Start(context.Background(), opts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
+		return 1
+	}
+	*into = cp
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		cp.Stop()
+		os.Exit(130)
+	}()
+	defer cp.Stop()
+	return m.Run()
+}
