@@ -1,7 +1,6 @@
 package credentials
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -198,6 +197,3 @@ func NormalizePath(path string) (string, error) {
 func isHostLike(segment string) bool {
 	return segment == "localhost" || strings.ContainsAny(segment, ".:") || strings.ToLower(segment) != segment
 }
-
-// errorsIsNoCredential is a guard for callers that branch on the reason; kept unexported.
-var _ = errors.Is
