@@ -8,22 +8,13 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 )
 
-// globForm says which form of an image reference a glob is matched against: a glob that names
-// no tag matches every tag of the repositories it matches, and one that names no digest
-// matches every digest.
-type globForm uint8
-
-const (
-	matchName globForm = iota
-	matchNameTag
-	matchNameDigest
-	matchFull
-)
-
-// excludeGlob is one compiled excludeImages entry.
+// excludeGlob is one compiled excludeImages entry. The repository, the tag and the digest are
+// matched apart: a glob that names no tag matches every tag, one that names no digest every
+// digest, and a '*' in the repository part cannot run into the tag.
 type excludeGlob struct {
-	pattern string
-	form    globForm
+	name              string
+	tag, digest       string
+	hasTag, hasDigest bool
 }
 
 var (
@@ -54,26 +45,16 @@ func compileGlob(g string) (excludeGlob, error) {
 	if errs := checkGlob(g); len(errs) > 0 {
 		return excludeGlob{}, errors.Join(errs...)
 	}
-	name, rest := g, ""
-	hasTag, hasDigest := false, false
-	if i := strings.IndexByte(name, '@'); i >= 0 {
-		hasDigest = true
-		name, rest = g[:i], g[i:]
+	var out excludeGlob
+	name := g
+	if before, after, ok := strings.Cut(name, "@"); ok {
+		name, out.digest, out.hasDigest = before, after, true
 	}
 	// A ':' before the last '/' belongs to a registry port, not to a tag.
 	if i := strings.LastIndexByte(name, ':'); i > strings.LastIndexByte(name, '/') {
-		hasTag = true
-		name, rest = g[:i], g[i:]
+		name, out.tag, out.hasTag = name[:i], name[i+1:], true
 	}
-	out := excludeGlob{pattern: normalizeGlobName(name) + rest}
-	switch {
-	case hasTag && hasDigest:
-		out.form = matchFull
-	case hasTag:
-		out.form = matchNameTag
-	case hasDigest:
-		out.form = matchNameDigest
-	}
+	out.name = normalizeGlobName(name)
 	return out, nil
 }
 
@@ -106,26 +87,14 @@ func normalizeGlobName(name string) string {
 	return host + "/" + remainder
 }
 
+// matches needs no validation at match time: compileGlob refused every character that could
+// make a part of the glob malformed.
 func (g *excludeGlob) matches(img *imageRef) bool {
-	var s string
-	switch g.form {
-	case matchName:
-		s = img.name
-	case matchNameTag:
-		if img.tag == "" {
-			return false
-		}
-		s = img.nameTag()
-	case matchNameDigest:
-		if img.digest == "" {
-			return false
-		}
-		s = img.nameDigest()
-	case matchFull:
-		if img.tag == "" || img.digest == "" {
-			return false
-		}
-		s = img.full
+	if g.hasTag && (img.tag == "" || !doublestar.MatchUnvalidated(g.tag, img.tag)) {
+		return false
 	}
-	return doublestar.MatchUnvalidated(g.pattern, s)
+	if g.hasDigest && (img.digest == "" || !doublestar.MatchUnvalidated(g.digest, img.digest)) {
+		return false
+	}
+	return doublestar.MatchUnvalidated(g.name, img.name)
 }

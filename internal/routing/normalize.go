@@ -20,8 +20,8 @@ func Normalize(image string) (string, error) {
 	return ref.full, nil
 }
 
-// imageRef is a pod's image split the way routing needs it. name, name:tag and the full
-// reference share one backing string, so matching allocates nothing.
+// imageRef is a pod's image split the way routing needs it; name and suffix share full's
+// backing string.
 type imageRef struct {
 	full   string // normalized reference, tag and digest kept
 	name   string // normalized repository name, host first
@@ -51,19 +51,6 @@ func parseImage(image string) (imageRef, error) {
 		ref.digest = d.Digest().String()
 	}
 	return ref, nil
-}
-
-// nameTag is name:tag, a prefix of full.
-func (r *imageRef) nameTag() string {
-	return r.full[:len(r.name)+1+len(r.tag)]
-}
-
-// nameDigest is name@digest.
-func (r *imageRef) nameDigest() string {
-	if r.tag == "" {
-		return r.full
-	}
-	return r.name + "@" + r.digest
 }
 
 // tagPattern is the CRD's test for a tag: a ':' with no '/' after it.
