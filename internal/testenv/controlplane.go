@@ -24,6 +24,8 @@ type Options struct {
 	GarbageCollection bool
 	// APIServerArgs are extra kube-apiserver flags ("--name=value").
 	APIServerArgs []string
+	// CRDs installs kuik's generated CRDs (config/crd) once the API server is ready.
+	CRDs bool
 }
 
 // ControlPlane is a running etcd + kube-apiserver (+ kube-controller-manager).
@@ -162,6 +164,12 @@ func start(ctx context.Context, assets string, opts Options) (cp *ControlPlane, 
 	cp.Kubeconfig = filepath.Join(dir, "admin.kubeconfig")
 	if err := writeKubeconfig(cp.Kubeconfig, apiURL, cp.CA.PEM, admin); err != nil {
 		return nil, err
+	}
+
+	if opts.CRDs {
+		if err := cp.InstallCRDs(ctx, CRDDir()); err != nil {
+			return nil, err
+		}
 	}
 
 	if opts.GarbageCollection {

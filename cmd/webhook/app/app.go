@@ -1,0 +1,134 @@
+// Package app parses the webhook's command line. The command takes its run functions as
+// arguments so that flags are tested without starting a server.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Options are the webhook server's settings.
+type Options struct {
+	Kubeconfig               string
+	ClusterResourceNamespace string
+	ProbeTimeout             time.Duration
+	CacheTTL                 time.Duration
+	CertDir                  string
+	Host                     string
+	Port                     int
+	MetricsBindAddress       string
+	HealthProbeBindAddress   string
+}
+
+// CandidatesOptions are the settings of `webhook candidates`.
+type CandidatesOptions struct {
+	Resources       []string
+	NamespaceLabels labels.Set
+	PodLabels       labels.Set
+	Image           string
+}
+
+// RunFunc serves; CandidatesFunc prints candidates.
+type (
+	RunFunc        func(ctx context.Context, o Options) error
+	CandidatesFunc func(ctx context.Context, o CandidatesOptions) error
+)
+
+// UsageError makes main exit with status 2.
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+// DefaultNamespace is the cluster resource namespace when neither the flag nor POD_NAMESPACE
+// says otherwise.
+const DefaultNamespace = "kuik-system"
+
+// NewCommand builds `webhook` and its `candidates` subcommand.
+func NewCommand(run RunFunc, candidates CandidatesFunc) *cobra.Command {
+	o := Options{}
+	cmd := &cobra.Command{
+		Use:   "webhook",
+		Short: "kuik's admission webhook: routes pod images to the first available candidate",
+		Long: `webhook serves kuik's mutating admission webhook for Pods, which rewrites each container
+image to the first available candidate among the original and the alternatives and mirrors
+declared by ImageAlternative and ImageMirror resources, and the validating webhook for those
+resources.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.ProbeTimeout <= 0 {
+				return UsageError{errors.New("--probe-timeout must be positive")}
+			}
+			if o.CacheTTL < 0 {
+				return UsageError{errors.New("--cache-ttl must not be negative")}
+			}
+			if o.ClusterResourceNamespace == "" {
+				return UsageError{errors.New("--cluster-resource-namespace must not be empty")}
+			}
+			return run(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig; in-cluster configuration when empty.")
+	f.StringVar(&o.ClusterResourceNamespace, "cluster-resource-namespace", envOr("POD_NAMESPACE", DefaultNamespace), "Namespace holding the Secrets that routing resources reference (default: $POD_NAMESPACE, else kuik-system).")
+	f.DurationVar(&o.ProbeTimeout, "probe-timeout", 2*time.Second, "Timeout of one registry probe; the worst case of an admission.")
+	f.DurationVar(&o.CacheTTL, "cache-ttl", 10*time.Second, "How long a probe result is reused.")
+	f.StringVar(&o.CertDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding tls.crt and tls.key for the webhook server.")
+	f.StringVar(&o.Host, "webhook-bind-address", "", "Address the webhook server binds to (empty: all interfaces).")
+	f.IntVar(&o.Port, "webhook-port", 9443, "Port of the webhook server.")
+	f.StringVar(&o.MetricsBindAddress, "metrics-bind-address", ":8080", `Address of the Prometheus metrics endpoint ("0" disables it).`)
+	f.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+
+	cmd.AddCommand(newCandidatesCommand(candidates))
+	return cmd
+}
+
+func newCandidatesCommand(candidates CandidatesFunc) *cobra.Command {
+	o := CandidatesOptions{}
+	var nsLabels, podLabels string
+	cmd := &cobra.Command{
+		Use:   "candidates --resources FILE [--resources FILE...] [--namespace-labels k=v,...] [--pod-labels k=v,...] IMAGE",
+		Short: "Print the ordered candidates of an image, without probing",
+		Long: `candidates reads routing resources from YAML files, validates them with the rules of the CRD
+(an invalid one exits 2 with a message naming the resource and the field) and prints the
+candidates a container running IMAGE would be routed among, in order, one per line:
+REFERENCE<TAB>SOURCE<TAB>PULLSECRET.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			if o.NamespaceLabels, err = labels.ConvertSelectorToLabelsMap(nsLabels); err != nil {
+				return UsageError{fmt.Errorf("--namespace-labels: %w", err)}
+			}
+			if o.PodLabels, err = labels.ConvertSelectorToLabelsMap(podLabels); err != nil {
+				return UsageError{fmt.Errorf("--pod-labels: %w", err)}
+			}
+			if len(o.Resources) == 0 {
+				return UsageError{errors.New("--resources is required")}
+			}
+			o.Image = args[0]
+			return candidates(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&o.Resources, "resources", nil, "YAML file of ImageAlternative and ImageMirror resources (repeatable).")
+	f.StringVar(&nsLabels, "namespace-labels", "", "Labels of the pod's namespace, k=v,...")
+	f.StringVar(&podLabels, "pod-labels", "", "Labels of the pod, k=v,...")
+	return cmd
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

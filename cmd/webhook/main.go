@@ -1,0 +1,66 @@
+// Command webhook is kuik's admission webhook. See `webhook --help`.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/enix/kuik/cmd/webhook/app"
+	"github.com/enix/kuik/internal/manifest"
+	"github.com/enix/kuik/internal/metrics"
+	"github.com/enix/kuik/internal/webhook"
+)
+
+func main() {
+	logger := zap.New()
+	ctrl.SetLogger(logger)
+	ctx := ctrl.LoggerInto(ctrl.SetupSignalHandler(), logger)
+
+	err := app.NewCommand(serve, candidates).ExecuteContext(ctx)
+	var usage app.UsageError
+	switch {
+	case err == nil:
+	case errors.As(err, &usage) || errors.Is(err, webhook.ErrInvalidResources):
+		fmt.Fprintln(os.Stderr, "webhook:", err)
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "webhook:", err)
+		os.Exit(1)
+	}
+}
+
+func serve(ctx context.Context, o app.Options) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	// API Priority and Fairness governs; a client-side limit would only add latency.
+	cfg.QPS, cfg.Burst = -1, -1
+	ctrlmetrics.Registry.MustRegister(metrics.WebhookCollectors()...)
+	return webhook.Run(ctx, webhook.Config{
+		RestConfig:               cfg,
+		ClusterResourceNamespace: o.ClusterResourceNamespace,
+		ProbeTimeout:             o.ProbeTimeout,
+		CacheTTL:                 o.CacheTTL,
+		CertDir:                  o.CertDir,
+		Host:                     o.Host,
+		Port:                     o.Port,
+		MetricsBindAddress:       o.MetricsBindAddress,
+		HealthProbeBindAddress:   o.HealthProbeBindAddress,
+	})
+}
+
+func candidates(_ context.Context, o app.CandidatesOptions) error {
+	objs, err := manifest.ReadFiles(o.Resources...)
+	if err != nil {
+		return app.UsageError{Err: err}
+	}
+	return webhook.PrintCandidates(os.Stdout, objs, o.Image, o.PodLabels, o.NamespaceLabels)
+}

@@ -1,0 +1,63 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var (
+	// Admissions counts admission requests by webhook (mutate-pods, validate-routing) and result
+	// (patched, unchanged, denied, allowed, error).
+	Admissions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kuik_webhook_admissions_total",
+		Help: "Admission requests handled, by webhook and result.",
+	}, []string{"webhook", "result"})
+
+	// AdmissionDuration is the time to answer an admission request, by webhook.
+	AdmissionDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kuik_webhook_admission_duration_seconds",
+		Help:    "Time to answer an admission request, by webhook.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	}, []string{"webhook"})
+
+	// AdmissionErrors counts internal errors after which a pod was admitted unchanged, by stage.
+	AdmissionErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kuik_webhook_admission_errors_total",
+		Help: "Internal errors after which the pod was admitted unchanged, by stage.",
+	}, []string{"stage"})
+
+	// Rewrites counts rewritten containers by routing resource kind, name and reason.
+	Rewrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kuik_webhook_rewrites_total",
+		Help: "Containers rewritten, by routing resource kind, name and reason (Always, OnFailure).",
+	}, []string{"kind", "name", "reason"})
+
+	// NoAlternatives counts containers none of whose candidates was available.
+	NoAlternatives = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kuik_webhook_no_alternatives_total",
+		Help: "Containers left untouched because no candidate was available.",
+	})
+
+	// Probes counts registry probes (cache misses only) by registry and result.
+	Probes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kuik_registry_probes_total",
+		Help: "Registry manifest probes sent, by registry and result.",
+	}, []string{"registry", "result"})
+
+	// ProbeDuration is the time of a registry probe, by registry.
+	ProbeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kuik_registry_probe_duration_seconds",
+		Help:    "Time of a registry manifest probe, by registry.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2, 5},
+	}, []string{"registry"})
+
+	// RoutingResources is the number of routing resources in the webhook's index.
+	RoutingResources = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "kuik_webhook_routing_resources",
+		Help: "Routing resources in the webhook's index.",
+	})
+)
+
+// WebhookCollectors are the webhook's metrics, for registration from main.
+func WebhookCollectors() []prometheus.Collector {
+	return []prometheus.Collector{Admissions, AdmissionDuration, AdmissionErrors, Rewrites, NoAlternatives, Probes, ProbeDuration, RoutingResources}
+}

@@ -1,0 +1,62 @@
+package webhook
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/enix/kuik/internal/routing"
+	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
+)
+
+// ErrInvalidResources is wrapped by PrintCandidates when a routing resource fails validation.
+var ErrInvalidResources = errors.New("invalid routing resources")
+
+// PrintCandidates writes the ordered candidates for image, without probing, one per line:
+// REFERENCE<TAB>SOURCE<TAB>PULLSECRET. Every routing resource among objs is validated with the
+// rules the API server and the validating webhook apply; any invalid one is an error naming the
+// resource and the field. Objects of other kinds are ignored.
+func PrintCandidates(w io.Writer, objs []runtime.Object, image string, podLabels, namespaceLabels labels.Set) error {
+	var ias []v1alpha1.ImageAlternative
+	var ims []v1alpha1.ImageMirror
+	var problems []string
+	for _, o := range objs {
+		switch obj := o.(type) {
+		case *v1alpha1.ImageAlternative:
+			for _, e := range routing.ValidateImageAlternative(obj) {
+				problems = append(problems, fmt.Sprintf("ImageAlternative/%s: %s", obj.Name, e.Error()))
+			}
+			ias = append(ias, *obj)
+		case *v1alpha1.ImageMirror:
+			for _, e := range routing.ValidateImageMirror(obj) {
+				problems = append(problems, fmt.Sprintf("ImageMirror/%s: %s", obj.Name, e.Error()))
+			}
+			ims = append(ims, *obj)
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w:\n  %s", ErrInvalidResources, strings.Join(problems, "\n  "))
+	}
+	ix, errs := routing.NewIndex(ias, ims)
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidResources, errors.Join(errs...))
+	}
+	cands, err := ix.Candidates(image, podLabels, namespaceLabels)
+	if err != nil {
+		return fmt.Errorf("image %q: %w", image, err)
+	}
+	for _, c := range cands {
+		secret := "-"
+		if c.Inject {
+			secret = routing.PullSecretName(c.Source.Kind, c.Source.Name)
+		}
+		if _, err := fmt.Fprintf(w, "%s\t%s\t%s\n", c.Reference, c.Source, secret); err != nil {
+			return fmt.Errorf("writing: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/enix/kuik/internal/metrics"
+	"github.com/enix/kuik/internal/routing"
+)
+
+// NamespaceLabels returns a namespace's labels (from an informer's cache).
+type NamespaceLabels func(ctx context.Context, namespace string) (labels.Set, error)
+
+// PodMutator is the mutating admission handler for pods and pods/ephemeralcontainers.
+type PodMutator struct {
+	// Index is the current routing index; nil until the informers have synced.
+	Index      *atomic.Pointer[routing.Index]
+	Namespaces NamespaceLabels
+	Choose     Chooser
+}
+
+const mutateWebhook = "mutate-pods"
+
+// Handle routes the pod and answers with a JSON patch. It never denies: any internal error
+// admits the pod unchanged, with a warning, logged and counted.
+func (m *PodMutator) Handle(ctx context.Context, req admission.Request) (resp admission.Response) {
+	start := time.Now()
+	logger := log.FromContext(ctx).WithValues("namespace", req.Namespace, "name", req.Name, "uid", req.UID)
+	result := "unchanged"
+	defer func() {
+		if r := recover(); r != nil {
+			logger.Error(fmt.Errorf("panic: %v", r), "Admitting pod unchanged after a panic")
+			metrics.AdmissionErrors.WithLabelValues("panic").Inc()
+			resp, result = admitUnchanged("internal error"), "error"
+		}
+		metrics.Admissions.WithLabelValues(mutateWebhook, result).Inc()
+		metrics.AdmissionDuration.WithLabelValues(mutateWebhook).Observe(time.Since(start).Seconds())
+	}()
+
+	patched, decisions, stage, err := m.mutate(ctx, req)
+	if err != nil {
+		logger.Error(err, "Admitting pod unchanged", "stage", stage)
+		metrics.AdmissionErrors.WithLabelValues(stage).Inc()
+		result = "error"
+		return admitUnchanged(stage)
+	}
+	for _, d := range decisions {
+		switch {
+		case d.Image != d.Original:
+			metrics.Rewrites.WithLabelValues(string(d.Source.Kind), d.Source.Name, d.Reason).Inc()
+			logger.V(1).Info("Rewrote container image", "container", d.Container, "from", d.Original, "to", d.Image, "by", d.Source.String(), "reason", d.Reason)
+		case d.Reason != "":
+			metrics.NoAlternatives.Inc()
+			logger.Info("No candidate available, container left untouched", "container", d.Container, "image", d.Original, "candidates", d.Candidates)
+		}
+	}
+	if patched == nil {
+		return admission.Allowed("")
+	}
+	resp = admission.PatchResponseFromRaw(req.Object.Raw, patched)
+	if len(resp.Patches) > 0 {
+		result = "patched"
+	}
+	return resp
+}
+
+func admitUnchanged(stage string) admission.Response {
+	return admission.Allowed("").WithWarnings("kuik: image routing skipped after an internal error (" + stage + ")")
+}
+
+// mutate returns the patched pod's JSON, or nil when nothing changes.
+func (m *PodMutator) mutate(ctx context.Context, req admission.Request) (patched []byte, decisions []Decision, stage string, err error) {
+	var scope Scope
+	switch {
+	case req.Kind.Kind != "Pod":
+		return nil, nil, "", nil
+	case req.SubResource == "" && req.Operation == admissionv1.Create:
+	case req.SubResource == "ephemeralcontainers" && req.Operation == admissionv1.Update:
+		scope.EphemeralOnly = true
+		scope.Previous = &corev1.Pod{}
+		if err := json.Unmarshal(req.OldObject.Raw, scope.Previous); err != nil {
+			return nil, nil, "decode", fmt.Errorf("decoding old pod: %w", err)
+		}
+	default:
+		return nil, nil, "", nil
+	}
+	pod := &corev1.Pod{}
+	if err := json.Unmarshal(req.Object.Raw, pod); err != nil {
+		return nil, nil, "decode", fmt.Errorf("decoding pod: %w", err)
+	}
+	ix := m.Index.Load()
+	if ix == nil {
+		return nil, nil, "index", errors.New("routing index not built yet")
+	}
+	namespace := req.Namespace
+	if namespace == "" {
+		namespace = pod.Namespace
+	}
+	nsLabels, err := m.Namespaces(ctx, namespace)
+	if err != nil {
+		return nil, nil, "namespace", fmt.Errorf("reading labels of namespace %s: %w", namespace, err)
+	}
+	decisions, err = Route(ctx, pod, nsLabels, ix, m.Choose, scope)
+	if err != nil {
+		return nil, nil, "route", err
+	}
+	if len(decisions) == 0 {
+		return nil, decisions, "", nil
+	}
+	out, err := json.Marshal(pod)
+	if err != nil {
+		return nil, nil, "encode", fmt.Errorf("encoding pod: %w", err)
+	}
+	return out, decisions, "", nil
+}
+
+var _ admission.Handler = (*PodMutator)(nil)

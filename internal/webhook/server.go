@@ -1,0 +1,242 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/enix/kuik/internal/metrics"
+	"github.com/enix/kuik/internal/probe"
+	"github.com/enix/kuik/internal/routing"
+	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
+)
+
+// Paths the handlers are served at; the chart's webhook configurations use them.
+const (
+	MutatePodsPath      = "/mutate-pods"
+	ValidateRoutingPath = "/validate-routing"
+)
+
+// Config is everything the webhook server needs.
+type Config struct {
+	RestConfig               *rest.Config
+	ClusterResourceNamespace string
+	ProbeTimeout, CacheTTL   time.Duration
+	CertDir                  string
+	Host                     string
+	Port                     int
+	MetricsBindAddress       string
+	HealthProbeBindAddress   string
+	// ProbeTransport overrides the registry HTTP transport (tests).
+	ProbeTransport http.RoundTripper
+}
+
+// Scheme holds the types the webhook reads.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilRuntimeMust(clientgoscheme.AddToScheme(s))
+	utilRuntimeMust(v1alpha1.AddToScheme(s))
+	return s
+}
+
+func utilRuntimeMust(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+// Run serves the webhooks until ctx ends. Readiness turns true only once the informers have
+// synced and the routing index is built.
+func Run(ctx context.Context, cfg Config) error {
+	logger := log.FromContext(ctx)
+	mgr, err := ctrl.NewManager(cfg.RestConfig, ctrl.Options{
+		Scheme: Scheme(),
+		Cache: cache.Options{
+			// Secrets only in the cluster resource namespace: never a cluster-wide Secret watch.
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Secret{}: {Namespaces: map[string]cache.Config{cfg.ClusterResourceNamespace: {}}},
+			},
+		},
+		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsBindAddress},
+		HealthProbeBindAddress: cfg.HealthProbeBindAddress,
+		WebhookServer:          webhook.NewServer(webhook.Options{Host: cfg.Host, Port: cfg.Port, CertDir: cfg.CertDir}),
+		Logger:                 logger,
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg.RestConfig)
+	if err != nil {
+		return fmt.Errorf("creating clientset: %w", err)
+	}
+
+	var index atomic.Pointer[routing.Index]
+	rebuild := make(chan struct{}, 1)
+	trigger := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke(rebuild) },
+		UpdateFunc: func(any, any) { poke(rebuild) },
+		DeleteFunc: func(any) { poke(rebuild) },
+	}
+	for _, obj := range []client.Object{&v1alpha1.ImageAlternative{}, &v1alpha1.ImageMirror{}} {
+		inf, err := mgr.GetCache().GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("informer for %T: %w", obj, err)
+		}
+		if _, err := inf.AddEventHandler(trigger); err != nil {
+			return fmt.Errorf("watching %T: %w", obj, err)
+		}
+	}
+	// Namespaces are read as metadata only, Secrets through the namespaced cache.
+	nsMeta := &metav1.PartialObjectMetadata{}
+	nsMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if _, err := mgr.GetCache().GetInformer(ctx, nsMeta); err != nil {
+		return fmt.Errorf("namespace informer: %w", err)
+	}
+	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Secret{}); err != nil {
+		return fmt.Errorf("secret informer: %w", err)
+	}
+
+	prober := probe.New(probe.Options{
+		Timeout:   cfg.ProbeTimeout,
+		TTL:       cfg.CacheTTL,
+		Transport: cfg.ProbeTransport,
+		Observe: func(registry string, r probe.Result, took time.Duration) {
+			metrics.Probes.WithLabelValues(registry, string(r)).Inc()
+			metrics.ProbeDuration.WithLabelValues(registry).Observe(took.Seconds())
+		},
+	})
+	reader := mgr.GetCache()
+	chooser := &ProbeChooser{
+		Prober: prober,
+		Secrets: func(ctx context.Context, name string) (*corev1.Secret, error) {
+			s := &corev1.Secret{}
+			err := reader.Get(ctx, types.NamespacedName{Namespace: cfg.ClusterResourceNamespace, Name: name}, s)
+			return s, err
+		},
+	}
+	namespaces := func(ctx context.Context, name string) (labels.Set, error) {
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(nsMeta.GroupVersionKind())
+		if err := reader.Get(ctx, types.NamespacedName{Name: name}, m); err == nil {
+			return m.Labels, nil
+		}
+		// A namespace created a moment ago may not be in the cache yet.
+		ns, err := cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return ns.Labels, nil
+	}
+
+	// Each admission is bounded by the probe timeout plus a margin for the rest of the work, so
+	// the webhook answers before the API server's own timeout.
+	admissionBudget := cfg.ProbeTimeout + 500*time.Millisecond
+	srv := mgr.GetWebhookServer()
+	srv.Register(MutatePodsPath, &webhook.Admission{Handler: withTimeout(admissionBudget, &PodMutator{
+		Index:      &index,
+		Namespaces: namespaces,
+		Choose:     chooser.Choose,
+	})})
+	srv.Register(ValidateRoutingPath, &webhook.Admission{Handler: &RoutingValidator{
+		ClusterResourceNamespace: cfg.ClusterResourceNamespace,
+		Review: func(ctx context.Context, sar *authorizationv1.SubjectAccessReview) (*authorizationv1.SubjectAccessReview, error) {
+			return cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+		},
+	}})
+
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("routing-index", func(*http.Request) error {
+		if index.Load() == nil {
+			return errors.New("routing index not built yet")
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("adding readiness check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("webhook-server", srv.StartedChecker()); err != nil {
+		return fmt.Errorf("adding readiness check: %w", err)
+	}
+
+	if err := mgr.Add(runnable(func(ctx context.Context) error {
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("informers did not sync")
+		}
+		build := func() {
+			ix, err := buildIndex(ctx, reader)
+			if err != nil {
+				log.FromContext(ctx).Error(err, "Rebuilding routing index")
+				return
+			}
+			index.Store(ix)
+			metrics.RoutingResources.Set(float64(ix.Len()))
+		}
+		build()
+		sweep := time.NewTicker(time.Minute)
+		defer sweep.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-rebuild:
+				build()
+			case <-sweep.C:
+				prober.Sweep()
+			}
+		}
+	})); err != nil {
+		return fmt.Errorf("adding index builder: %w", err)
+	}
+	return mgr.Start(ctx)
+}
+
+// buildIndex compiles every routing resource in the cache; invalid ones (admitted before the
+// validating webhook existed) are left out and logged.
+func buildIndex(ctx context.Context, r client.Reader) (*routing.Index, error) {
+	var ias v1alpha1.ImageAlternativeList
+	if err := r.List(ctx, &ias); err != nil {
+		return nil, fmt.Errorf("listing ImageAlternatives: %w", err)
+	}
+	var ims v1alpha1.ImageMirrorList
+	if err := r.List(ctx, &ims); err != nil {
+		return nil, fmt.Errorf("listing ImageMirrors: %w", err)
+	}
+	ix, errs := routing.NewIndex(ias.Items, ims.Items)
+	for _, err := range errs {
+		log.FromContext(ctx).Error(err, "Routing resource left out of the index")
+	}
+	return ix, nil
+}
+
+func poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+type runnable func(context.Context) error
+
+func (r runnable) Start(ctx context.Context) error { return r(ctx) }
