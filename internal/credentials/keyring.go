@@ -83,18 +83,19 @@ func (k *hostPath) matches(t *hostPath) bool {
 }
 
 // isDockerHub reports whether the kubelet counts a normalized path as Docker Hub's, for the
-// index.docker.io fallback (isDefaultRegistryMatch in keyring.go).
-func isDockerHub(path string) bool {
-	first, _, found := strings.Cut(path, "/")
+// index.docker.io fallback (isDefaultRegistryMatch in keyring.go). A normalized path always
+// starts with its registry host, so only the kubelet's test of a first segment followed by
+// others applies: docker.io and index.docker.io, and, as in the kubelet, any host holding
+// neither '.' nor ':' (localhost/x gets the fallback too).
+func isDockerHub(normalized string) bool {
+	host, _, _ := strings.Cut(normalized, "/")
 	switch {
-	case first == "":
+	case host == "":
 		return false
-	case !found:
-		return true
-	case first == "docker.io" || first == dockerHubLegacyKey:
+	case host == "docker.io" || host == dockerHubLegacyKey:
 		return true
 	default:
-		return !strings.ContainsAny(first, ".:")
+		return !strings.ContainsAny(host, ".:")
 	}
 }
 
@@ -139,6 +140,11 @@ func (c *DockerConfig) Lookup(path string) (entry AuthEntry, key string, err err
 			if e.kubeletKey == dockerHubLegacyKey && e.usable() {
 				return e.auth, e.key, nil
 			}
+		}
+	}
+	for _, u := range c.undecodable {
+		if _, glob := kubeletKey(u.Key); glob != nil && glob.matches(target) {
+			return AuthEntry{}, "", fmt.Errorf("%w: the auths key %q matching %q is undecodable: %w", ErrNoCredentialForPath, u.Key, normalized, u.Err)
 		}
 	}
 	return AuthEntry{}, "", fmt.Errorf("%w: no auths key matches %q", ErrNoCredentialForPath, normalized)

@@ -229,6 +229,24 @@ func TestLookup(t *testing.T) {
 			auths: map[string]string{"https://index.docker.io/v1/": cred("index")},
 			path:  "quay.io/acme/foo",
 		},
+		"legacy index key is a fallback for localhost, as in the kubelet": {
+			auths: map[string]string{"https://index.docker.io/v1/": cred("index")},
+			path:  "localhost/x",
+			want:  lookupResult{credOf("index"), "https://index.docker.io/v1/"},
+		},
+		"legacy index key is no fallback for localhost with a port": {
+			auths: map[string]string{"https://index.docker.io/v1/": cred("index")},
+			path:  "localhost:5000/x",
+		},
+		"legacy index key is no fallback for a mirror root without slash": {
+			auths: map[string]string{"https://index.docker.io/v1/": cred("index")},
+			path:  "registry.tld",
+		},
+		"legacy index key is the fallback for the Docker Hub root": {
+			auths: map[string]string{"https://index.docker.io/v1/": cred("index")},
+			path:  "docker.io/",
+			want:  lookupResult{credOf("index"), "https://index.docker.io/v1/"},
+		},
 		"index.docker.io path is read as docker.io": {
 			auths: map[string]string{"docker.io": cred("hub")},
 			path:  "index.docker.io/library/nginx",
@@ -412,6 +430,14 @@ func TestLookupInvalidPath(t *testing.T) {
 				t.Errorf("Lookup(%q) error = %v; want ErrNoCredentialForPath and ErrInvalidPath", path, err)
 			}
 		})
+	}
+}
+
+func TestLookupErrorNamesAnUndecodableMatch(t *testing.T) {
+	c := mustParse(t, map[string]string{"quay.io/acme": `{"auth":"x"}`, "ghcr.io": cred("a")})
+	_, _, err := c.Lookup("quay.io/acme/foo")
+	if !errors.Is(err, ErrNoCredentialForPath) || !errors.Is(err, ErrUndecodableEntry) {
+		t.Errorf("Lookup error = %v; want ErrNoCredentialForPath and ErrUndecodableEntry", err)
 	}
 }
 

@@ -68,9 +68,10 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) (resp ad
 		return admission.Allowed("")
 	}
 	resp = admission.PatchResponseFromRaw(req.Object.Raw, patched)
-	if len(resp.Patches) > 0 {
-		result = "patched"
+	if len(resp.Patches) == 0 {
+		return admission.Allowed("")
 	}
+	result = "patched"
 	return resp
 }
 

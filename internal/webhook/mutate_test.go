@@ -1,0 +1,310 @@
+package webhook_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/enix/kuik/internal/routing"
+	"github.com/enix/kuik/internal/webhook"
+	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
+)
+
+func alternative(name string, policy v1alpha1.RewritePolicy, entries ...v1alpha1.Alternative) v1alpha1.ImageAlternative {
+	return v1alpha1.ImageAlternative{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       v1alpha1.ImageAlternativeSpec{RewritePolicy: policy, Alternatives: entries},
+	}
+}
+
+func mirror(name string, policy v1alpha1.RewritePolicy, path string) v1alpha1.ImageMirror {
+	return v1alpha1.ImageMirror{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       v1alpha1.ImageMirrorSpec{RewritePolicy: policy, Destination: v1alpha1.MirrorDestination{Path: path}},
+	}
+}
+
+func withSecret(repo, secret string) v1alpha1.Alternative {
+	return v1alpha1.Alternative{Repository: repo, Auth: &v1alpha1.Auth{SecretRef: &v1alpha1.LocalSecretReference{Name: secret}}}
+}
+
+// availability answers like a registry would: only the listed references are available. It
+// records what it was asked so tests can prove uncovered images are never probed.
+type availability struct {
+	available map[string]bool
+	asked     [][]string
+}
+
+func (a *availability) choose(_ context.Context, cands []routing.Candidate, _ bool) int {
+	var refs []string
+	for _, c := range cands {
+		refs = append(refs, c.Reference)
+	}
+	a.asked = append(a.asked, refs)
+	for i, c := range cands {
+		if a.available[c.Reference] {
+			return i
+		}
+	}
+	return -1
+}
+
+func mutator(t *testing.T, a *availability, ias []v1alpha1.ImageAlternative, ims []v1alpha1.ImageMirror) *webhook.PodMutator {
+	t.Helper()
+	ix, errs := routing.NewIndex(ias, ims)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var p atomic.Pointer[routing.Index]
+	p.Store(ix)
+	return &webhook.PodMutator{
+		Index:      &p,
+		Namespaces: func(context.Context, string) (labels.Set, error) { return labels.Set{"team": "a"}, nil },
+		Choose:     a.choose,
+	}
+}
+
+func createRequest(t *testing.T, pod *corev1.Pod) admission.Request {
+	t.Helper()
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID:       "uid",
+		Kind:      metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+		Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		Namespace: "ns",
+		Operation: admissionv1.Create,
+		Object:    runtime.RawExtension{Raw: raw},
+	}}
+}
+
+func pod(containers ...corev1.Container) *corev1.Pod {
+	return &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"},
+		Spec:       corev1.PodSpec{Containers: containers},
+	}
+}
+
+func sortPatch(p []jsonpatch.JsonPatchOperation) []jsonpatch.JsonPatchOperation {
+	p = slices.Clone(p)
+	slices.SortFunc(p, func(a, b jsonpatch.JsonPatchOperation) int { return strings.Compare(a.Path, b.Path) })
+	return p
+}
+
+func TestPodMutatorPatches(t *testing.T) {
+	const (
+		quayFoo  = "quay.io/acme/foo:v1"
+		localFoo = "registry.local:5000/acme/foo:v1"
+	)
+	onFailure := alternative("acme", v1alpha1.RewritePolicyOnFailure,
+		v1alpha1.Alternative{Repository: "quay.io/acme/foo"},
+		withSecret("registry.local:5000/acme/foo", "local"))
+	always := mirror("hub", v1alpha1.RewritePolicyAlways, "mirror.local/hub/")
+
+	tests := map[string]struct {
+		pod       *corev1.Pod
+		ias       []v1alpha1.ImageAlternative
+		ims       []v1alpha1.ImageMirror
+		available []string
+		want      []jsonpatch.JsonPatchOperation
+		probed    int
+	}{
+		"an image no resource covers is left alone and never probed": {
+			pod:  pod(corev1.Container{Name: "c", Image: "ghcr.io/other/app:v1"}),
+			ias:  []v1alpha1.ImageAlternative{onFailure},
+			want: nil, probed: 0,
+		},
+		"an available original is kept and nothing is recorded": {
+			pod:       pod(corev1.Container{Name: "c", Image: quayFoo}),
+			ias:       []v1alpha1.ImageAlternative{onFailure},
+			available: []string{quayFoo, localFoo},
+			want:      nil, probed: 1,
+		},
+		"an unavailable original moves to the alternative, which injects its secret": {
+			pod:       pod(corev1.Container{Name: "c", Image: quayFoo}),
+			ias:       []v1alpha1.ImageAlternative{onFailure},
+			available: []string{localFoo},
+			probed:    1,
+			want: []jsonpatch.JsonPatchOperation{
+				{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{
+					v1alpha1.AnnotationOriginalImages: `{"c":"quay.io/acme/foo:v1"}`,
+					v1alpha1.AnnotationReason:         `{"c":"OnFailure"}`,
+					v1alpha1.AnnotationRewrittenBy:    `{"c":"ImageAlternative/acme"}`,
+				}},
+				{Operation: "add", Path: "/metadata/labels", Value: map[string]any{v1alpha1.LabelRewritten: "true"}},
+				{Operation: "replace", Path: "/spec/containers/0/image", Value: localFoo},
+				{Operation: "add", Path: "/spec/imagePullSecrets", Value: []any{map[string]any{"name": "kuik-inject-imagealternative-acme"}}},
+			},
+		},
+		"an Always mirror wins over an available original, without a secret": {
+			pod:       pod(corev1.Container{Name: "c", Image: "nginx"}),
+			ims:       []v1alpha1.ImageMirror{always},
+			available: []string{"mirror.local/hub/docker.io/library/nginx:latest", "docker.io/library/nginx:latest"},
+			probed:    1,
+			want: []jsonpatch.JsonPatchOperation{
+				{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{
+					v1alpha1.AnnotationOriginalImages: `{"c":"nginx"}`,
+					v1alpha1.AnnotationReason:         `{"c":"Always"}`,
+					v1alpha1.AnnotationRewrittenBy:    `{"c":"ImageMirror/hub"}`,
+				}},
+				{Operation: "add", Path: "/metadata/labels", Value: map[string]any{v1alpha1.LabelRewritten: "true"}},
+				{Operation: "replace", Path: "/spec/containers/0/image", Value: "mirror.local/hub/docker.io/library/nginx:latest"},
+			},
+		},
+		"nothing available leaves the image and records NoAlternatives": {
+			pod:    pod(corev1.Container{Name: "c", Image: quayFoo}),
+			ias:    []v1alpha1.ImageAlternative{onFailure},
+			probed: 1,
+			want: []jsonpatch.JsonPatchOperation{
+				{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{
+					v1alpha1.AnnotationReason: `{"c":"NoAlternatives"}`,
+				}},
+			},
+		},
+		"a container recorded by an earlier invocation is not routed again": {
+			pod: func() *corev1.Pod {
+				p := pod(corev1.Container{Name: "c", Image: localFoo})
+				p.Annotations = map[string]string{v1alpha1.AnnotationOriginalImages: `{"c":"quay.io/acme/foo:v1"}`}
+				return p
+			}(),
+			ias:       []v1alpha1.ImageAlternative{onFailure},
+			available: []string{quayFoo},
+			want:      nil, probed: 0,
+		},
+		"init containers are routed and the secret is added once for two containers": {
+			pod: func() *corev1.Pod {
+				p := pod(corev1.Container{Name: "c", Image: quayFoo})
+				p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: quayFoo}}
+				p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "own"}}
+				return p
+			}(),
+			ias:       []v1alpha1.ImageAlternative{onFailure},
+			available: []string{localFoo},
+			probed:    2,
+			want: []jsonpatch.JsonPatchOperation{
+				{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{
+					v1alpha1.AnnotationOriginalImages: `{"c":"quay.io/acme/foo:v1","init":"quay.io/acme/foo:v1"}`,
+					v1alpha1.AnnotationReason:         `{"c":"OnFailure","init":"OnFailure"}`,
+					v1alpha1.AnnotationRewrittenBy:    `{"c":"ImageAlternative/acme","init":"ImageAlternative/acme"}`,
+				}},
+				{Operation: "add", Path: "/metadata/labels", Value: map[string]any{v1alpha1.LabelRewritten: "true"}},
+				{Operation: "replace", Path: "/spec/containers/0/image", Value: localFoo},
+				{Operation: "add", Path: "/spec/imagePullSecrets/1", Value: map[string]any{"name": "kuik-inject-imagealternative-acme"}},
+				{Operation: "replace", Path: "/spec/initContainers/0/image", Value: localFoo},
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			a := &availability{available: map[string]bool{}}
+			for _, r := range tc.available {
+				a.available[r] = true
+			}
+			resp := mutator(t, a, tc.ias, tc.ims).Handle(t.Context(), createRequest(t, tc.pod))
+			if !resp.Allowed {
+				t.Fatalf("pod denied: %+v", resp.Result)
+			}
+			if len(resp.Warnings) > 0 {
+				t.Errorf("warnings: %v", resp.Warnings)
+			}
+			if diff := cmp.Diff(sortPatch(tc.want), sortPatch(resp.Patches)); diff != "" {
+				t.Errorf("patch (-want +got):\n%s", diff)
+			}
+			if len(a.asked) != tc.probed {
+				t.Errorf("chooser asked %d times (%v), want %d", len(a.asked), a.asked, tc.probed)
+			}
+		})
+	}
+}
+
+func TestPodMutatorAdmitsUnchangedOnInternalErrors(t *testing.T) {
+	ia := alternative("acme", v1alpha1.RewritePolicyOnFailure,
+		v1alpha1.Alternative{Repository: "quay.io/acme/foo"}, v1alpha1.Alternative{Repository: "mirror.local/acme/foo"})
+	good := func() *corev1.Pod { return pod(corev1.Container{Name: "c", Image: "quay.io/acme/foo:v1"}) }
+
+	tests := map[string]struct {
+		mutate func(m *webhook.PodMutator)
+		pod    *corev1.Pod
+	}{
+		"routing index not built yet": {
+			mutate: func(m *webhook.PodMutator) { m.Index = &atomic.Pointer[routing.Index]{} },
+			pod:    good(),
+		},
+		"namespace labels unreadable": {
+			mutate: func(m *webhook.PodMutator) {
+				m.Namespaces = func(context.Context, string) (labels.Set, error) { return nil, context.DeadlineExceeded }
+			},
+			pod: good(),
+		},
+		"someone else's malformed annotation": {
+			pod: func() *corev1.Pod {
+				p := good()
+				p.Annotations = map[string]string{v1alpha1.AnnotationReason: "not json"}
+				return p
+			}(),
+		},
+		"the chooser panics": {
+			mutate: func(m *webhook.PodMutator) {
+				m.Choose = func(context.Context, []routing.Candidate, bool) int { panic("boom") }
+			},
+			pod: good(),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			a := &availability{available: map[string]bool{"mirror.local/acme/foo:v1": true}}
+			m := mutator(t, a, []v1alpha1.ImageAlternative{ia}, nil)
+			if tc.mutate != nil {
+				tc.mutate(m)
+			}
+			resp := m.Handle(t.Context(), createRequest(t, tc.pod))
+			if !resp.Allowed || len(resp.Patches) != 0 || resp.Patch != nil {
+				t.Errorf("want the pod admitted unchanged, got allowed=%v patches=%v", resp.Allowed, resp.Patches)
+			}
+			if len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "internal error") {
+				t.Errorf("warnings = %v, want one naming the internal error", resp.Warnings)
+			}
+		})
+	}
+}
+
+func TestEphemeralContainersRouteOnlyNewOnesWithoutInjecting(t *testing.T) {
+	ia := alternative("acme", v1alpha1.RewritePolicyOnFailure,
+		v1alpha1.Alternative{Repository: "quay.io/acme/debug"},
+		withSecret("private.local/acme/debug", "private"),
+		v1alpha1.Alternative{Repository: "public.local/acme/debug"})
+	old := pod(corev1.Container{Name: "c", Image: "busybox"})
+	old.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "dbg1", Image: "quay.io/acme/debug:v1"}}}
+	cur := old.DeepCopy()
+	cur.Spec.EphemeralContainers = append(cur.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "dbg2", Image: "quay.io/acme/debug:v1"}})
+
+	a := &availability{available: map[string]bool{"private.local/acme/debug:v1": true, "public.local/acme/debug:v1": true}}
+	req := createRequest(t, cur)
+	req.Operation, req.SubResource = admissionv1.Update, "ephemeralcontainers"
+	oldRaw, _ := json.Marshal(old)
+	req.OldObject = runtime.RawExtension{Raw: oldRaw}
+
+	resp := mutator(t, a, []v1alpha1.ImageAlternative{ia}, nil).Handle(t.Context(), req)
+	want := []jsonpatch.JsonPatchOperation{{Operation: "replace", Path: "/spec/ephemeralContainers/1/image", Value: "public.local/acme/debug:v1"}}
+	if diff := cmp.Diff(want, resp.Patches); diff != "" {
+		t.Errorf("patch (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([][]string{{"quay.io/acme/debug:v1", "public.local/acme/debug:v1"}}, a.asked); diff != "" {
+		t.Errorf("candidates offered (-want +got): the injecting entry cannot be used through the subresource\n%s", diff)
+	}
+}
