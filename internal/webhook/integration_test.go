@@ -1,0 +1,477 @@
+package webhook_test
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/enix/kuik/charts"
+	"github.com/enix/kuik/internal/testenv"
+	"github.com/enix/kuik/internal/testutil"
+	"github.com/enix/kuik/internal/webhook"
+	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
+)
+
+const crns = "kuik-system"
+
+var cp *testenv.ControlPlane
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Run(m, testenv.Options{CRDs: true}, &cp))
+}
+
+// world is the webhook running in-process under the chart's ServiceAccount, RBAC and webhook
+// configurations (pointed at 127.0.0.1), with a private registry holding acme/app:v1.
+type world struct {
+	cs       kubernetes.Interface
+	c        client.Client
+	registry *testutil.Registry
+	// down is a registry address where nothing listens: the failing upstream.
+	down string
+}
+
+var (
+	setupOnce sync.Once
+	shared    *world
+	setupErr  error
+)
+
+func setup(t *testing.T) *world {
+	t.Helper()
+	setupOnce.Do(func() { shared, setupErr = start() })
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+	return shared
+}
+
+func start() (*world, error) {
+	ctx := context.Background()
+	cs, err := kubernetes.NewForConfig(cp.Config())
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(cp.Config(), client.Options{Scheme: webhook.Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: crns}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+
+	reg := testutil.NewRegistry(&noopTB{}, "puller", "s3cret")
+	reg.Push(&noopTB{}, "acme/app:v1")
+	dockerconfig := fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, reg.Host, base64.StdEncoding.EncodeToString([]byte("puller:s3cret")))
+	_, err = cs.CoreV1().Secrets(crns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "private-registry"},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(dockerconfig)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	webhookPort := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	healthAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	down, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+
+	// The chart's RBAC and webhook configurations, pointed at this process.
+	rendered, err := charts.Render(charts.Release{Name: "kuik", Namespace: crns})
+	if err != nil {
+		return nil, err
+	}
+	var objs []*unstructured.Unstructured
+	saName := ""
+	for _, o := range rendered.Objects {
+		component := o.GetLabels()["app.kubernetes.io/component"]
+		switch o.GetKind() {
+		case "ServiceAccount":
+			if component == "webhook" {
+				saName = o.GetName()
+				objs = append(objs, o)
+			}
+		case "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			if component == "webhook" {
+				objs = append(objs, o)
+			}
+		case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
+			if err := pointAtLocal(o, webhookPort); err != nil {
+				return nil, err
+			}
+			objs = append(objs, o)
+		}
+	}
+	if saName == "" {
+		return nil, fmt.Errorf("the chart renders no webhook ServiceAccount")
+	}
+
+	certDir, err := os.MkdirTemp("", "kuik-webhook-certs-")
+	if err != nil {
+		return nil, err
+	}
+	pair, err := cp.CA.ServingPair()
+	if err != nil {
+		return nil, err
+	}
+	if err := pair.WriteFiles(certDir, "tls.crt", "tls.key"); err != nil {
+		return nil, err
+	}
+	go func() {
+		err := webhook.Run(ctx, webhook.Config{
+			RestConfig:               cp.ConfigAsServiceAccount(crns, saName),
+			ClusterResourceNamespace: crns,
+			ProbeTimeout:             time.Second,
+			CacheTTL:                 10 * time.Second,
+			CertDir:                  certDir,
+			Host:                     "127.0.0.1",
+			Port:                     webhookPort,
+			MetricsBindAddress:       "0",
+			HealthProbeBindAddress:   healthAddr,
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "webhook.Run:", err)
+		}
+	}()
+	// RBAC first: the server's informers need it to sync and turn ready.
+	if err := charts.Apply(ctx, cp.Config(), objs); err != nil {
+		return nil, err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		resp, err := http.Get("http://" + healthAddr + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("webhook never turned ready: %w", err)
+	}
+	return &world{cs: cs, c: c, registry: reg, down: down}, nil
+}
+
+// pointAtLocal rewrites a webhook configuration's service reference to this test process, as
+// envtest does, keeping everything else the chart wrote.
+func pointAtLocal(o *unstructured.Unstructured, port int) error {
+	hooks, _, err := unstructured.NestedSlice(o.Object, "webhooks")
+	if err != nil {
+		return err
+	}
+	for i := range hooks {
+		h := hooks[i].(map[string]any)
+		cc := h["clientConfig"].(map[string]any)
+		svc := cc["service"].(map[string]any)
+		cc["url"] = "https://127.0.0.1:" + strconv.Itoa(port) + svc["path"].(string)
+		delete(cc, "service")
+		cc["caBundle"] = base64.StdEncoding.EncodeToString(cp.CA.PEM)
+	}
+	return unstructured.SetNestedSlice(o.Object, hooks, "webhooks")
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func (w *world) namespace(t *testing.T, labels map[string]string) string {
+	t.Helper()
+	ns, err := w.cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "wh-", Labels: labels}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+func (w *world) create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := w.c.Create(t.Context(), obj); err != nil {
+		t.Fatalf("creating %T: %v", obj, err)
+	}
+	t.Cleanup(func() { _ = w.c.Delete(context.Background(), obj) })
+}
+
+// waitRouted creates pods until the webhook has seen the routing resource (its index is
+// rebuilt asynchronously), then returns the admitted pod.
+func (w *world) createPod(t *testing.T, ns string, pod *corev1.Pod, until func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	var got *corev1.Pod
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		p := pod.DeepCopy()
+		p.Name = ""
+		p.GenerateName = "p-"
+		var err error
+		got, err = w.cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			return false, err
+		}
+		return until(got), nil
+	})
+	if err != nil {
+		t.Fatalf("pod never admitted as expected (last: %s): %v", podSummary(got), err)
+	}
+	return got
+}
+
+func podSummary(p *corev1.Pod) string {
+	if p == nil {
+		return "none"
+	}
+	var images []string
+	for _, c := range p.Spec.Containers {
+		images = append(images, c.Image)
+	}
+	return fmt.Sprintf("images=%v annotations=%v labels=%v pullSecrets=%v", images, p.Annotations, p.Labels, p.Spec.ImagePullSecrets)
+}
+
+func simplePod(image string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "p-"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}}}
+}
+
+func TestWebhookRoutesPodsThroughTheAPIServer(t *testing.T) {
+	w := setup(t)
+	upstream := w.down + "/acme/app"
+	private := w.registry.Host + "/acme/app"
+	ns := w.namespace(t, map[string]string{"team": "payments"})
+	w.create(t, &v1alpha1.ImageAlternative{
+		ObjectMeta: metav1.ObjectMeta{Name: "acme-app"},
+		Spec: v1alpha1.ImageAlternativeSpec{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "payments"}},
+			Alternatives: []v1alpha1.Alternative{
+				{Repository: upstream},
+				{Repository: private, Insecure: true, Auth: &v1alpha1.Auth{SecretRef: &v1alpha1.LocalSecretReference{Name: "private-registry"}}},
+			},
+		},
+	})
+
+	t.Run("an unreachable upstream is replaced by the private registry, with its pull secret", func(t *testing.T) {
+		got := w.createPod(t, ns, simplePod(upstream+":v1"), func(p *corev1.Pod) bool { return p.Labels[v1alpha1.LabelRewritten] == "true" })
+		if diff := cmp.Diff(private+":v1", got.Spec.Containers[0].Image); diff != "" {
+			t.Errorf("image (-want +got): %s", diff)
+		}
+		wantAnn := map[string]string{
+			v1alpha1.AnnotationOriginalImages: fmt.Sprintf(`{"app":%q}`, upstream+":v1"),
+			v1alpha1.AnnotationRewrittenBy:    `{"app":"ImageAlternative/acme-app"}`,
+			v1alpha1.AnnotationReason:         `{"app":"OnFailure"}`,
+		}
+		if diff := cmp.Diff(wantAnn, got.Annotations); diff != "" {
+			t.Errorf("annotations (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]corev1.LocalObjectReference{{Name: "kuik-inject-imagealternative-acme-app"}}, got.Spec.ImagePullSecrets); diff != "" {
+			t.Errorf("imagePullSecrets (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("an available original is kept, probed with the credential of the entry it sits on", func(t *testing.T) {
+		got, err := w.cs.CoreV1().Pods(ns).Create(t.Context(), simplePod(private+":v1"), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.Containers[0].Image != private+":v1" || len(got.Annotations) != 0 || len(got.Spec.ImagePullSecrets) != 0 {
+			t.Errorf("pod on an available original was changed: %s", podSummary(got))
+		}
+	})
+
+	t.Run("a namespace outside the selector is not routed", func(t *testing.T) {
+		other := w.namespace(t, nil)
+		got, err := w.cs.CoreV1().Pods(other).Create(t.Context(), simplePod(upstream+":v1"), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.Containers[0].Image != upstream+":v1" || len(got.Annotations) != 0 {
+			t.Errorf("pod outside the namespaceSelector was changed: %s", podSummary(got))
+		}
+	})
+
+	t.Run("an image nobody routes is admitted untouched", func(t *testing.T) {
+		got, err := w.cs.CoreV1().Pods(ns).Create(t.Context(), simplePod("ghcr.io/other/thing:v1"), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.Containers[0].Image != "ghcr.io/other/thing:v1" || len(got.Annotations) != 0 || len(got.Labels) != 0 {
+			t.Errorf("uncovered pod was changed: %s", podSummary(got))
+		}
+	})
+
+	t.Run("the opt-out label skips the webhook", func(t *testing.T) {
+		p := simplePod(upstream + ":v1")
+		p.Labels = map[string]string{v1alpha1.LabelSkip: "true"}
+		got, err := w.cs.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.Containers[0].Image != upstream+":v1" {
+			t.Errorf("opted-out pod was rewritten: %s", podSummary(got))
+		}
+	})
+
+	t.Run("a malformed kuik annotation admits the pod unchanged with a warning", func(t *testing.T) {
+		p := simplePod(upstream + ":v1")
+		p.GenerateName = "broken-"
+		p.Annotations = map[string]string{v1alpha1.AnnotationReason: "not json"}
+		var warnings []string
+		cfg := cp.Config()
+		cfg.WarningHandler = warningCollector(&warnings)
+		wcs := kubernetes.NewForConfigOrDie(cfg)
+		got, err := wcs.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("pod refused: %v", err)
+		}
+		if got.Spec.Containers[0].Image != upstream+":v1" {
+			t.Errorf("pod changed: %s", podSummary(got))
+		}
+		if len(warnings) != 1 || !strings.Contains(warnings[0], "kuik: image routing skipped after an internal error") {
+			t.Errorf("warnings = %q", warnings)
+		}
+	})
+}
+
+// A mirror cannot hold images of a registry with a port (host:port is no path segment), so the
+// original here is localhost/…: nothing listens on localhost's HTTPS or HTTP port, and every
+// probe stays on the loopback interface.
+func TestWebhookRoutesToAnAlwaysMirror(t *testing.T) {
+	w := setup(t)
+	original := "localhost/acme/app:v1"
+	w.registry.Push(t, "mirror/"+original)
+	ns := w.namespace(t, map[string]string{"mirror": "yes"})
+	w.create(t, &v1alpha1.ImageMirror{
+		ObjectMeta: metav1.ObjectMeta{Name: "local-mirror"},
+		Spec: v1alpha1.ImageMirrorSpec{
+			RewritePolicy:     v1alpha1.RewritePolicyAlways,
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"mirror": "yes"}},
+			ExcludeImages:     []string{"localhost/excluded/**"},
+			Destination: v1alpha1.MirrorDestination{
+				Path: w.registry.Host + "/mirror/", Insecure: true,
+				Pull: &v1alpha1.MirrorPull{Auth: &v1alpha1.Auth{SecretRef: &v1alpha1.LocalSecretReference{Name: "private-registry"}}},
+			},
+		},
+	})
+	got := w.createPod(t, ns, simplePod(original), func(p *corev1.Pod) bool { return p.Labels[v1alpha1.LabelRewritten] == "true" })
+	if want := w.registry.Host + "/mirror/" + original; got.Spec.Containers[0].Image != want {
+		t.Errorf("image = %s, want the Always mirror %s", got.Spec.Containers[0].Image, want)
+	}
+	if got.Annotations[v1alpha1.AnnotationReason] != `{"app":"Always"}` || got.Annotations[v1alpha1.AnnotationRewrittenBy] != `{"app":"ImageMirror/local-mirror"}` {
+		t.Errorf("annotations = %v", got.Annotations)
+	}
+	if diff := cmp.Diff([]corev1.LocalObjectReference{{Name: "kuik-inject-imagemirror-local-mirror"}}, got.Spec.ImagePullSecrets); diff != "" {
+		t.Errorf("imagePullSecrets (-want +got):\n%s", diff)
+	}
+
+	excluded, err := w.cs.CoreV1().Pods(ns).Create(t.Context(), simplePod("localhost/excluded/app:v1"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if excluded.Spec.Containers[0].Image != "localhost/excluded/app:v1" || len(excluded.Annotations) != 0 {
+		t.Errorf("an excluded image was routed: %s", podSummary(excluded))
+	}
+}
+
+func TestValidatingWebhookChecksAccessToReferencedSecrets(t *testing.T) {
+	w := setup(t)
+	// Both users may write routing resources; only bob may read the Secret.
+	grant(t, w.cs, "routing-writers", []rbacv1.PolicyRule{{APIGroups: []string{"kuik.enix.io"}, Resources: []string{"imagealternatives", "imagemirrors"}, Verbs: []string{"create", "update", "get"}}}, "", "alice", "bob")
+	grant(t, w.cs, "secret-readers", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{"private-registry"}}}, crns, "bob")
+
+	as := func(user string) client.Client {
+		c, err := client.New(cp.ConfigAs(user), client.Options{Scheme: webhook.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	obj := func() *v1alpha1.ImageAlternative {
+		return &v1alpha1.ImageAlternative{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "sar-"},
+			Spec: v1alpha1.ImageAlternativeSpec{Alternatives: []v1alpha1.Alternative{
+				{Repository: "quay.io/acme/sar"},
+				{Repository: "registry.local/acme/sar", Auth: &v1alpha1.Auth{SecretRef: &v1alpha1.LocalSecretReference{Name: "private-registry"}}},
+			}},
+		}
+	}
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := as("alice").Create(ctx, obj(), client.DryRunAll)
+		return err != nil, nil
+	})
+	if err != nil {
+		t.Fatal("alice was never refused")
+	}
+	err = as("alice").Create(t.Context(), obj(), client.DryRunAll)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `spec.alternatives[1].auth.secretRef.name: user "alice" may not get Secret kuik-system/private-registry`) {
+		t.Errorf("alice's refusal = %v", err)
+	}
+	if err := as("bob").Create(t.Context(), obj(), client.DryRunAll); err != nil {
+		t.Errorf("bob was refused: %v", err)
+	}
+}
+
+func grant(t *testing.T, cs kubernetes.Interface, name string, rules []rbacv1.PolicyRule, namespace string, users ...string) {
+	t.Helper()
+	var subjects []rbacv1.Subject
+	for _, u := range users {
+		subjects = append(subjects, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: "User", Name: u})
+	}
+	if namespace == "" {
+		if _, err := cs.RbacV1().ClusterRoles().Create(t.Context(), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cs.RbacV1().ClusterRoleBindings().Create(t.Context(), &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}, Subjects: subjects}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if _, err := cs.RbacV1().Roles(namespace).Create(t.Context(), &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().RoleBindings(namespace).Create(t.Context(), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}, Subjects: subjects}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type warnings struct{ into *[]string }
+
+func (w warnings) HandleWarningHeader(_ int, _ string, text string) {
+	*w.into = append(*w.into, text)
+}
+
+func warningCollector(into *[]string) rest.WarningHandler { return warnings{into} }
+
+// noopTB lets the shared registry be built outside a test; it fails loudly instead.
+type noopTB struct{ testing.TB }
+
+func (noopTB) Helper()                   {}
+func (noopTB) Cleanup(func())            {}
+func (noopTB) Fatal(args ...any)         { panic(fmt.Sprint(args...)) }
+func (noopTB) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
