@@ -108,7 +108,7 @@ func (ix *Index) Candidates(image string, podLabels, namespaceLabels labels.Set)
 
 // alternativeHit is an ImageAlternative that applies to the image.
 type alternativeHit struct {
-	index int32
+	index int
 	res   *alternativeResource
 	// matched has bit j set when entry j equals the image (at most 32 entries).
 	matched uint64
@@ -145,7 +145,7 @@ func (ix *Index) matchAlternatives(img *imageRef, hits []alternativeHit, podLabe
 // adds resources one at a time, and on one resource never sitting in both lists of a node
 // (a list has a single form).
 func (ix *Index) collect(hits []alternativeHit, refs []entryRef, last string, podLabels, namespaceLabels labels.Set) []alternativeHit {
-	skip := int32(-1)
+	skip := -1
 	for _, r := range refs {
 		if r.alternative == skip {
 			continue

@@ -14,6 +14,13 @@
 // quay.io/acme/foo-bar nor quay.io/acme/foo/bar. The tag and the digest of the pod's image are
 // always carried over to the other repositories.
 //
+// A mirror adds no candidate for an image under its own destination path (it would nest itself),
+// for one its excludeImages match, nor for one whose registry host cannot be a path segment (a
+// host with a port or an IPv6 address). excludeImages are doublestar globs on the normalized
+// reference, matched part by part: the repository ('*' within a segment, '**' across), then the
+// tag and the digest only when the glob names them. A glob whose first segment is literal is
+// normalized like an image (bitnami/** is docker.io/bitnami/**).
+//
 // An [Index] compiles a set of resources once per change into a trie keyed by path segment
 // (the registry host is the first segment), so that finding the alternatives of an image costs
 // O(path segments) whatever the number of resources. Mirrors apply to every image, so they are

@@ -31,8 +31,8 @@ type node struct {
 }
 
 type entryRef struct {
-	alternative int32 // index in Index.alternatives
-	entry       int32 // index in spec.alternatives
+	alternative int // index in Index.alternatives
+	entry       int // index in spec.alternatives
 }
 
 // band is a resource's place relative to the original image.
@@ -186,7 +186,7 @@ func (ix *Index) Len() int {
 }
 
 func (ix *Index) add(res *alternativeResource) {
-	ref := entryRef{alternative: int32(len(ix.alternatives))}
+	ref := entryRef{alternative: len(ix.alternatives)}
 	ix.alternatives = append(ix.alternatives, res)
 	for j := range res.entries {
 		n := &ix.root
@@ -201,7 +201,7 @@ func (ix *Index) add(res *alternativeResource) {
 			}
 			n = child
 		}
-		ref.entry = int32(j)
+		ref.entry = j
 		if res.group {
 			n.group = append(n.group, ref)
 		} else {
@@ -229,12 +229,11 @@ func compileAlternative(obj *v1alpha1.ImageAlternative) (*alternativeResource, e
 	for j := range obj.Spec.Alternatives {
 		a := &obj.Spec.Alternatives[j]
 		e := &res.entries[j]
+		e.authPath = AlternativeAuthPath(a)
 		if res.group {
-			e.authPath = a.RepositoryGroup
-			e.path, err = parseGroup(a.RepositoryGroup)
+			e.path, err = groupKind.parse(a.RepositoryGroup)
 		} else {
-			e.authPath = a.Repository
-			e.path, err = parseRepository(a.Repository)
+			e.path, err = repositoryKind.parse(a.Repository)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("spec.alternatives[%d]: %w", j, err)
@@ -262,11 +261,11 @@ func compileMirror(obj *v1alpha1.ImageMirror) (*mirrorResource, error) {
 		name:     obj.Name,
 		policy:   defaultPolicy(obj.Spec.RewritePolicy),
 		scope:    sc,
-		authPath: strings.TrimSuffix(d.Path, "/"),
+		authPath: MirrorAuthPath(d),
 		insecure: d.Insecure,
 	}
 	res.band = bandOf(res.policy)
-	if res.dest, err = parseDestination(d.Path); err != nil {
+	if res.dest, err = destinationKind.parse(d.Path); err != nil {
 		return nil, fmt.Errorf("spec.destination.path: %w", err)
 	}
 	res.hostLen = domainLen(res.dest)
@@ -282,6 +281,21 @@ func compileMirror(obj *v1alpha1.ImageMirror) (*mirrorResource, error) {
 		res.excludes = append(res.excludes, eg)
 	}
 	return res, nil
+}
+
+// AlternativeAuthPath is the auths key of an ImageAlternative entry in the Secret kuik injects:
+// its repository or repositoryGroup as written.
+func AlternativeAuthPath(a *v1alpha1.Alternative) string {
+	if a.RepositoryGroup != "" {
+		return a.RepositoryGroup
+	}
+	return a.Repository
+}
+
+// MirrorAuthPath is the auths key of an ImageMirror in the Secret kuik injects: its
+// destination.path without the trailing '/'.
+func MirrorAuthPath(d *v1alpha1.MirrorDestination) string {
+	return strings.TrimSuffix(d.Path, "/")
 }
 
 func defaultPolicy(p v1alpha1.RewritePolicy) v1alpha1.RewritePolicy {

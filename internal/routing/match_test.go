@@ -1,6 +1,8 @@
 package routing_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -141,6 +143,19 @@ func TestCandidatesMatching(t *testing.T) {
 			image:        "quay.io/acme/x:v1",
 			want:         []string{"original quay.io/acme/x:v1", "ImageAlternative/port localhost:5000/acme/x:v1"},
 		},
+		"a carried-over name within the reference length limit is kept": {
+			alternatives: []v1alpha1.ImageAlternative{testutil.NewImageAlternative("hosts").Group("quay.io/").Group("registry.local/quay/").Build()},
+			image:        "quay.io/" + strings.Repeat("a", 250),
+			want: []string{
+				"original quay.io/" + strings.Repeat("a", 250) + ":latest",
+				"ImageAlternative/hosts registry.local/quay/" + strings.Repeat("a", 250) + ":latest",
+			},
+		},
+		"a carried-over name past the reference length limit is left out": {
+			alternatives: []v1alpha1.ImageAlternative{testutil.NewImageAlternative("hosts").Group("quay.io/").Group("registry.local/quay/").Build()},
+			image:        "quay.io/" + strings.Repeat("a", 251),
+			want:         []string{"original quay.io/" + strings.Repeat("a", 251) + ":latest"},
+		},
 		"no resource leaves the original alone": {
 			image: "quay.io/acme/foo:v1",
 			want:  []string{"original quay.io/acme/foo:v1"},
@@ -172,8 +187,11 @@ func TestCandidatesInvalidImage(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := ix.Candidates(image, nil, nil)
-			if err == nil {
-				t.Fatalf("Candidates(%q) = %v, want an error", image, summary(got))
+			if !errors.Is(err, routing.ErrInvalidImage) {
+				t.Fatalf("Candidates(%q) = %v, %v; want ErrInvalidImage", image, summary(got), err)
+			}
+			if _, err := routing.Normalize(image); !errors.Is(err, routing.ErrInvalidImage) {
+				t.Errorf("Normalize(%q) error = %v, want ErrInvalidImage", image, err)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package routing_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -63,6 +64,16 @@ func TestCandidatesMirror(t *testing.T) {
 			mirrors: mirror(),
 			image:   "registry.local:5000/foo:v1",
 			want:    notMirrored("registry.local:5000/foo:v1"),
+		},
+		"an image whose mirrored name just fits is mirrored": {
+			mirrors: mirror(),
+			image:   "quay.io/" + strings.Repeat("a", 240),
+			want:    mirrored("quay.io/"+strings.Repeat("a", 240)+":latest", "quay.io/"+strings.Repeat("a", 240)+":latest"),
+		},
+		"an image whose mirrored name would be too long is not mirrored": {
+			mirrors: mirror(),
+			image:   "quay.io/" + strings.Repeat("a", 241),
+			want:    notMirrored("quay.io/" + strings.Repeat("a", 241) + ":latest"),
 		},
 		"rewritePolicy None never routes": {
 			mirrors: []v1alpha1.ImageMirror{testutil.NewImageMirror("m", dest).Policy(v1alpha1.RewritePolicyNone).Build()},

@@ -9,6 +9,10 @@ import (
 	"github.com/distribution/reference"
 )
 
+// ErrInvalidImage is returned for an image reference that does not parse; the wrapped error
+// says why.
+var ErrInvalidImage = errors.New("invalid image reference")
+
 // Normalize returns the fully qualified form of an image reference, the form every matching
 // and every candidate uses: docker.io/library/nginx:latest for nginx, the tag and the digest
 // both kept when both are given.
@@ -34,7 +38,7 @@ type imageRef struct {
 func parseImage(image string) (imageRef, error) {
 	named, err := reference.ParseNormalizedNamed(image)
 	if err != nil {
-		return imageRef{}, fmt.Errorf("parse image %q: %w", image, err)
+		return imageRef{}, fmt.Errorf("%w %q: %w", ErrInvalidImage, image, err)
 	}
 	named = reference.TagNameOnly(named)
 	full := named.String()
@@ -63,7 +67,7 @@ var (
 )
 
 // checkNameOnly applies the CRD's CEL tests, in the CRD's order, so that the index refuses
-// exactly what the API server would have refused, with the same message.
+// what the API server would have refused, for the same reason.
 func checkNameOnly(s string) error {
 	switch {
 	case strings.HasSuffix(s, ":"):
@@ -76,47 +80,74 @@ func checkNameOnly(s string) error {
 	return nil
 }
 
-// parseRepository normalizes the repository of an alternative entry (docker.io/library/nginx
-// for nginx).
-func parseRepository(s string) (string, error) {
-	if err := checkNameOnly(s); err != nil {
-		return "", err
-	}
-	named, err := reference.ParseNormalizedNamed(s)
-	if err != nil {
-		return "", fmt.Errorf("not a valid image repository reference: %w", err)
-	}
-	if !reference.IsNameOnly(named) {
-		return "", errHasTag
-	}
-	return named.Name(), nil
-}
-
-// Placeholders completing a path into a repository name, so that the reference parser decides
-// where the host ends and applies Docker Hub's rules. A group holds repositories one level
-// below; a mirror holds whole references, at least two levels below (host and path).
-const (
-	groupPlaceholder       = "x"
-	destinationPlaceholder = "x/x"
+// The CRD's patterns, repeated so that the index accepts nothing the API server would refuse
+// (the reference parser alone also takes IPv6 hosts, for one).
+var (
+	repositoryPattern  = regexp.MustCompile(`^((([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])([.]([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(:[0-9]+)?)/)?[a-z0-9]+(([._]|__|[-]+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|[-]+)[a-z0-9]+)*)*$`)
+	groupPattern       = regexp.MustCompile(`^((([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])([.]([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(:[0-9]+)?)/)?[a-z0-9]+(([._]|__|[-]+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|[-]+)[a-z0-9]+)*)*/?$`)
+	destinationPattern = regexp.MustCompile(`^(([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])([.]([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(:[0-9]+)?)(/[a-z0-9]+(([._]|__|[-]+)[a-z0-9]+)*)*/?$`)
 )
 
-// parsePath normalizes a repositoryGroup or a destination.path, returning it without a
-// trailing '/': quay.io/acme/ is quay.io/acme, library/ is docker.io/library.
-func parsePath(s, placeholder string) (string, error) {
+// pathKind is one of the three kinds of path a routing resource declares.
+type pathKind struct {
+	what    string // for messages, as the CRD words it
+	pattern *regexp.Regexp
+	// placeholder completes a path into a repository name, so that the reference parser
+	// decides where the host ends and applies Docker Hub's rules. A group holds repositories
+	// one level below; a mirror holds whole references, at least two levels below (host and
+	// path). A repository needs none.
+	placeholder string
+}
+
+var (
+	repositoryKind  = pathKind{what: "image repository reference", pattern: repositoryPattern}
+	groupKind       = pathKind{what: "repository path", pattern: groupPattern, placeholder: "x"}
+	destinationKind = pathKind{what: "registry path", pattern: destinationPattern, placeholder: "x/x"}
+)
+
+// parse normalizes a repository (nginx is docker.io/library/nginx), a repositoryGroup or a
+// destination.path (returned without a trailing '/': library/ is docker.io/library).
+func (k pathKind) parse(s string) (string, error) {
 	if err := checkNameOnly(s); err != nil {
 		return "", err
+	}
+	name, err := k.normalize(s)
+	if err != nil {
+		return "", fmt.Errorf("not a valid %s: %w", k.what, err)
+	}
+	if !k.pattern.MatchString(s) {
+		return "", fmt.Errorf("not a valid %s", k.what)
+	}
+	return name, nil
+}
+
+func (k pathKind) normalize(s string) (string, error) {
+	if k.placeholder == "" {
+		named, err := reference.ParseNormalizedNamed(s)
+		if err != nil {
+			return "", err
+		}
+		if !reference.IsNameOnly(named) {
+			return "", errHasTag
+		}
+		return named.Name(), nil
 	}
 	trimmed := strings.TrimSuffix(s, "/")
 	if trimmed == "" {
-		return "", errors.New("not a valid repository path: empty")
+		return "", errors.New("empty")
 	}
-	named, err := reference.ParseNormalizedNamed(trimmed + "/" + placeholder)
+	named, err := reference.ParseNormalizedNamed(trimmed + "/" + k.placeholder)
 	if err != nil {
-		return "", fmt.Errorf("not a valid repository path: %w", err)
+		// The path alone usually fails the same way, with a message that does not show the
+		// placeholder.
+		if _, alone := reference.ParseNormalizedNamed(trimmed); alone != nil {
+			err = alone
+		}
+		return "", err
 	}
-	name, ok := strings.CutSuffix(named.Name(), "/"+placeholder)
+	name, ok := strings.CutSuffix(named.Name(), "/"+k.placeholder)
 	if !ok || !reference.IsNameOnly(named) {
-		return "", fmt.Errorf("not a valid repository path: %q", s)
+		return "", reference.ErrReferenceInvalidFormat
 	}
 	return name, nil
 }

@@ -67,10 +67,10 @@ func ValidateImageAlternative(obj *v1alpha1.ImageAlternative) field.ErrorList {
 					altsPath.Index(firstForm), formName(!hasRepo))))
 		}
 		if hasRepo {
-			errs = append(errs, validateReference(a.Repository, p.Child("repository"), parseRepository)...)
+			errs = append(errs, validateReference(a.Repository, p.Child("repository"), repositoryKind)...)
 		}
 		if hasGroup {
-			errs = append(errs, validateReference(a.RepositoryGroup, p.Child("repositoryGroup"), parseGroup)...)
+			errs = append(errs, validateReference(a.RepositoryGroup, p.Child("repositoryGroup"), groupKind)...)
 		}
 		errs = append(errs, validateAuth(a.Auth, p.Child("auth"))...)
 	}
@@ -117,7 +117,7 @@ func ValidateImageMirror(obj *v1alpha1.ImageMirror) field.ErrorList {
 	if obj.Spec.Destination.Path == "" {
 		errs = append(errs, field.Required(dest.Child("path"), "the mirror's registry path is required"))
 	} else {
-		errs = append(errs, validateReference(obj.Spec.Destination.Path, dest.Child("path"), parseDestination)...)
+		errs = append(errs, validateReference(obj.Spec.Destination.Path, dest.Child("path"), destinationKind)...)
 	}
 	if pull := obj.Spec.Destination.Pull; pull != nil {
 		errs = append(errs, validateAuth(pull.Auth, dest.Child("pull", "auth"))...)
@@ -125,14 +125,11 @@ func ValidateImageMirror(obj *v1alpha1.ImageMirror) field.ErrorList {
 	return errs
 }
 
-func parseGroup(s string) (string, error)       { return parsePath(s, groupPlaceholder) }
-func parseDestination(s string) (string, error) { return parsePath(s, destinationPlaceholder) }
-
-func validateReference(s string, p *field.Path, parse func(string) (string, error)) field.ErrorList {
+func validateReference(s string, p *field.Path, kind pathKind) field.ErrorList {
 	if len(s) > maxPathLen {
 		return field.ErrorList{field.TooLong(p, s, maxPathLen)}
 	}
-	if _, err := parse(s); err != nil {
+	if _, err := kind.parse(s); err != nil {
 		return field.ErrorList{field.Invalid(p, s, err.Error())}
 	}
 	return nil

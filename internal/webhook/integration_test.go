@@ -475,3 +475,69 @@ func (noopTB) Helper()                   {}
 func (noopTB) Cleanup(func())            {}
 func (noopTB) Fatal(args ...any)         { panic(fmt.Sprint(args...)) }
 func (noopTB) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
+
+// A hanging upstream costs one probe timeout, after which the pod is routed: the API server's
+// webhook timeout (the chart's, ≥ probe timeout + 1s) is never reached.
+func TestWebhookRoutesAroundAHangingRegistry(t *testing.T) {
+	w := setup(t)
+	hanging := testutil.NewRegistry(t, "", "")
+	hanging.SetBehavior(testutil.Hang)
+	ns := w.namespace(t, map[string]string{"hang": "yes"})
+	upstream := hanging.Host + "/acme/app"
+	w.create(t, &v1alpha1.ImageAlternative{
+		ObjectMeta: metav1.ObjectMeta{Name: "hanging"},
+		Spec: v1alpha1.ImageAlternativeSpec{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"hang": "yes"}},
+			Alternatives: []v1alpha1.Alternative{
+				{Repository: upstream},
+				{Repository: w.registry.Host + "/acme/app", Insecure: true, Auth: &v1alpha1.Auth{SecretRef: &v1alpha1.LocalSecretReference{Name: "private-registry"}}},
+			},
+		},
+	})
+	got := w.createPod(t, ns, simplePod(upstream+":v1"), func(p *corev1.Pod) bool { return p.Labels[v1alpha1.LabelRewritten] == "true" })
+	if want := w.registry.Host + "/acme/app:v1"; got.Spec.Containers[0].Image != want {
+		t.Errorf("image = %s, want %s", got.Spec.Containers[0].Image, want)
+	}
+	if hanging.Hung() == 0 {
+		t.Error("the hanging registry was never probed")
+	}
+}
+
+// kubectl debug adds ephemeral containers through the pods/ephemeralcontainers subresource,
+// which lets nothing else change: the new container is routed, to an entry needing no secret.
+func TestWebhookRoutesNewEphemeralContainers(t *testing.T) {
+	w := setup(t)
+	w.registry.Push(t, "public/debug:v1")
+	open := testutil.NewRegistry(t, "", "")
+	open.Push(t, "acme/debug:v1")
+	ns := w.namespace(t, map[string]string{"debug": "yes"})
+	upstream := w.down + "/acme/debug"
+	w.create(t, &v1alpha1.ImageAlternative{
+		ObjectMeta: metav1.ObjectMeta{Name: "debug"},
+		Spec: v1alpha1.ImageAlternativeSpec{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"debug": "yes"}},
+			Alternatives: []v1alpha1.Alternative{
+				{Repository: upstream},
+				{Repository: w.registry.Host + "/public/debug", Insecure: true, Auth: &v1alpha1.Auth{SecretRef: &v1alpha1.LocalSecretReference{Name: "private-registry"}}},
+				{Repository: open.Host + "/acme/debug", Insecure: true},
+			},
+		},
+	})
+	// Wait until the webhook knows the resource, with an ordinary pod.
+	w.createPod(t, ns, simplePod(upstream+":v1"), func(p *corev1.Pod) bool { return p.Labels[v1alpha1.LabelRewritten] == "true" })
+
+	target, err := w.cs.CoreV1().Pods(ns).Create(t.Context(), simplePod("ghcr.io/other/app:v1"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target.Spec.EphemeralContainers = append(target.Spec.EphemeralContainers, corev1.EphemeralContainer{
+		EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger", Image: upstream + ":v1", TerminationMessagePolicy: corev1.TerminationMessageReadFile, ImagePullPolicy: corev1.PullIfNotPresent},
+	})
+	got, err := w.cs.CoreV1().Pods(ns).UpdateEphemeralContainers(t.Context(), target.Name, target, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := open.Host + "/acme/debug:v1"; got.Spec.EphemeralContainers[0].Image != want {
+		t.Errorf("ephemeral image = %s, want %s (the entry that needs no injected secret)", got.Spec.EphemeralContainers[0].Image, want)
+	}
+}
