@@ -57,12 +57,15 @@ type Target struct {
 
 // key identifies a target in the cache without keeping the secret in clear.
 func (t Target) key() string {
-	h := sha256.Sum256([]byte(t.Credential.Username + "\x00" + t.Credential.Password))
-	insecure := "s"
+	insecure := "s|"
 	if t.Insecure {
-		insecure = "i"
+		insecure = "i|"
 	}
-	return insecure + "|" + hex.EncodeToString(h[:8]) + "|" + t.Reference
+	if t.Credential == (Credential{}) {
+		return insecure + "anonymous|" + t.Reference
+	}
+	h := sha256.Sum256([]byte(t.Credential.Username + "\x00" + t.Credential.Password))
+	return insecure + hex.EncodeToString(h[:8]) + "|" + t.Reference
 }
 
 // Registry is the registry host of a reference, for metrics labels; "" when it does not parse.
@@ -184,6 +187,17 @@ func (p *Prober) Sweep() {
 // before the answer was known).
 func (p *Prober) First(ctx context.Context, targets []Target) (int, []Result) {
 	results := make([]Result, len(targets))
+	// The steady state of a rollout: every result needed is cached, no goroutine is worth it.
+	for i, t := range targets {
+		r, ok := p.lookup(t.key())
+		if !ok {
+			break
+		}
+		results[i] = r
+		if r == Available {
+			return i, results
+		}
+	}
 	done := make([]chan Result, len(targets))
 	for i, t := range targets {
 		done[i] = make(chan Result, 1)

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -35,11 +37,14 @@ const mutateWebhook = "mutate-pods"
 // admits the pod unchanged, with a warning, logged and counted.
 func (m *PodMutator) Handle(ctx context.Context, req admission.Request) (resp admission.Response) {
 	start := time.Now()
-	logger := log.FromContext(ctx).WithValues("namespace", req.Namespace, "name", req.Name, "uid", req.UID)
+	// Built only when something is logged: the common admission logs nothing.
+	logger := func() logr.Logger {
+		return log.FromContext(ctx).WithValues("namespace", req.Namespace, "name", req.Name, "uid", req.UID)
+	}
 	result := "unchanged"
 	defer func() {
 		if r := recover(); r != nil {
-			logger.Error(fmt.Errorf("panic: %v", r), "Admitting pod unchanged after a panic")
+			logger().Error(fmt.Errorf("panic: %v", r), "Admitting pod unchanged after a panic")
 			metrics.AdmissionErrors.WithLabelValues("panic").Inc()
 			resp, result = admitUnchanged("internal error"), "error"
 		}
@@ -47,9 +52,9 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) (resp ad
 		metrics.AdmissionDuration.WithLabelValues(mutateWebhook).Observe(time.Since(start).Seconds())
 	}()
 
-	patched, decisions, stage, err := m.mutate(ctx, req)
+	ops, decisions, stage, err := m.mutate(ctx, req)
 	if err != nil {
-		logger.Error(err, "Admitting pod unchanged", "stage", stage)
+		logger().Error(err, "Admitting pod unchanged", "stage", stage)
 		metrics.AdmissionErrors.WithLabelValues(stage).Inc()
 		result = "error"
 		return admitUnchanged(stage)
@@ -58,29 +63,25 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) (resp ad
 		switch {
 		case d.Image != d.Original:
 			metrics.Rewrites.WithLabelValues(string(d.Source.Kind), d.Source.Name, d.Reason).Inc()
-			logger.V(1).Info("Rewrote container image", "container", d.Container, "from", d.Original, "to", d.Image, "by", d.Source.String(), "reason", d.Reason)
+			logger().V(1).Info("Rewrote container image", "container", d.Container, "from", d.Original, "to", d.Image, "by", d.Source.String(), "reason", d.Reason)
 		case d.Reason != "":
 			metrics.NoAlternatives.Inc()
-			logger.Info("No candidate available, container left untouched", "container", d.Container, "image", d.Original, "candidates", d.Candidates)
+			logger().Info("No candidate available, container left untouched", "container", d.Container, "image", d.Original, "candidates", d.Candidates)
 		}
 	}
-	if patched == nil {
-		return admission.Allowed("")
-	}
-	resp = admission.PatchResponseFromRaw(req.Object.Raw, patched)
-	if len(resp.Patches) == 0 {
+	if len(ops) == 0 {
 		return admission.Allowed("")
 	}
 	result = "patched"
-	return resp
+	return admission.Patched("", ops...)
 }
 
 func admitUnchanged(stage string) admission.Response {
 	return admission.Allowed("").WithWarnings("kuik: image routing skipped after an internal error (" + stage + ")")
 }
 
-// mutate returns the patched pod's JSON, or nil when nothing changes.
-func (m *PodMutator) mutate(ctx context.Context, req admission.Request) (patched []byte, decisions []Decision, stage string, err error) {
+// mutate returns the JSON patch for the pod, empty when nothing changes.
+func (m *PodMutator) mutate(ctx context.Context, req admission.Request) (ops []jsonpatch.Operation, decisions []Decision, stage string, err error) {
 	var scope Scope
 	switch {
 	case req.Kind.Kind != "Pod":
@@ -111,18 +112,12 @@ func (m *PodMutator) mutate(ctx context.Context, req admission.Request) (patched
 	if err != nil {
 		return nil, nil, "namespace", fmt.Errorf("reading labels of namespace %s: %w", namespace, err)
 	}
+	b := snapshot(pod)
 	decisions, err = Route(ctx, pod, nsLabels, ix, m.Choose, scope)
 	if err != nil {
 		return nil, nil, "route", err
 	}
-	if len(decisions) == 0 {
-		return nil, decisions, "", nil
-	}
-	out, err := json.Marshal(pod)
-	if err != nil {
-		return nil, nil, "encode", fmt.Errorf("encoding pod: %w", err)
-	}
-	return out, decisions, "", nil
+	return patch(b, pod, decisions), decisions, "", nil
 }
 
 var _ admission.Handler = (*PodMutator)(nil)

@@ -76,7 +76,7 @@ func mutator(t *testing.T, a *availability, ias []v1alpha1.ImageAlternative, ims
 	}
 }
 
-func createRequest(t *testing.T, pod *corev1.Pod) admission.Request {
+func createRequest(t testing.TB, pod *corev1.Pod) admission.Request {
 	t.Helper()
 	raw, err := json.Marshal(pod)
 	if err != nil {
@@ -176,6 +176,25 @@ func TestPodMutatorPatches(t *testing.T) {
 				}},
 			},
 		},
+		"existing annotations and labels are kept and kuik's keys added one by one": {
+			pod: func() *corev1.Pod {
+				p := pod(corev1.Container{Name: "c", Image: quayFoo})
+				p.Annotations = map[string]string{"team": "payments"}
+				p.Labels = map[string]string{"app": "foo"}
+				return p
+			}(),
+			ias:       []v1alpha1.ImageAlternative{onFailure},
+			available: []string{localFoo},
+			probed:    1,
+			want: []jsonpatch.JsonPatchOperation{
+				{Operation: "add", Path: "/metadata/annotations/kuik.enix.io~1original-images", Value: `{"c":"quay.io/acme/foo:v1"}`},
+				{Operation: "add", Path: "/metadata/annotations/kuik.enix.io~1reason", Value: `{"c":"OnFailure"}`},
+				{Operation: "add", Path: "/metadata/annotations/kuik.enix.io~1rewritten-by", Value: `{"c":"ImageAlternative/acme"}`},
+				{Operation: "add", Path: "/metadata/labels/kuik.enix.io~1rewritten", Value: "true"},
+				{Operation: "replace", Path: "/spec/containers/0/image", Value: localFoo},
+				{Operation: "add", Path: "/spec/imagePullSecrets", Value: []any{map[string]any{"name": "kuik-inject-imagealternative-acme"}}},
+			},
+		},
 		"a container recorded by an earlier invocation is not routed again": {
 			pod: func() *corev1.Pod {
 				p := pod(corev1.Container{Name: "c", Image: localFoo})
@@ -204,7 +223,7 @@ func TestPodMutatorPatches(t *testing.T) {
 				}},
 				{Operation: "add", Path: "/metadata/labels", Value: map[string]any{v1alpha1.LabelRewritten: "true"}},
 				{Operation: "replace", Path: "/spec/containers/0/image", Value: localFoo},
-				{Operation: "add", Path: "/spec/imagePullSecrets/1", Value: map[string]any{"name": "kuik-inject-imagealternative-acme"}},
+				{Operation: "add", Path: "/spec/imagePullSecrets/-", Value: map[string]any{"name": "kuik-inject-imagealternative-acme"}},
 				{Operation: "replace", Path: "/spec/initContainers/0/image", Value: localFoo},
 			},
 		},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -20,6 +21,8 @@ type Chooser func(ctx context.Context, candidates []routing.Candidate, ownPullSe
 // Decision is what Route did to one container.
 type Decision struct {
 	Container string
+	// Path is the JSON pointer of the container's image field, e.g. /spec/containers/0/image.
+	Path string
 	// Original is the image before, Image after (equal when untouched).
 	Original, Image string
 	Source      routing.Source
@@ -57,7 +60,7 @@ func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 
 	podLabels := labels.Set(pod.Labels)
 	var decisions []Decision
-	route := func(name string, image *string) {
+	route := func(name, path string, image *string) {
 		if _, done := originals[name]; done {
 			return // routed by an earlier invocation
 		}
@@ -72,7 +75,7 @@ func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 				return c.Inject && !hasPullSecret(pod, routing.PullSecretName(c.Source.Kind, c.Source.Name))
 			})
 		}
-		d := Decision{Container: name, Original: *image, Image: *image, Candidates: len(cands)}
+		d := Decision{Container: name, Path: path, Original: *image, Image: *image, Candidates: len(cands)}
 		i := choose(ctx, cands, len(pod.Spec.ImagePullSecrets) > 0)
 		switch {
 		case i < 0:
@@ -100,20 +103,20 @@ func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 		for i := range pod.Spec.EphemeralContainers {
 			c := &pod.Spec.EphemeralContainers[i]
 			if !seen[c.Name] {
-				route(c.Name, &c.Image)
+				route(c.Name, "/spec/ephemeralContainers/"+strconv.Itoa(i)+"/image", &c.Image)
 			}
 		}
 		return decisions, nil
 	}
 
 	for i := range pod.Spec.InitContainers {
-		route(pod.Spec.InitContainers[i].Name, &pod.Spec.InitContainers[i].Image)
+		route(pod.Spec.InitContainers[i].Name, "/spec/initContainers/"+strconv.Itoa(i)+"/image", &pod.Spec.InitContainers[i].Image)
 	}
 	for i := range pod.Spec.Containers {
-		route(pod.Spec.Containers[i].Name, &pod.Spec.Containers[i].Image)
+		route(pod.Spec.Containers[i].Name, "/spec/containers/"+strconv.Itoa(i)+"/image", &pod.Spec.Containers[i].Image)
 	}
 	for i := range pod.Spec.EphemeralContainers {
-		route(pod.Spec.EphemeralContainers[i].Name, &pod.Spec.EphemeralContainers[i].Image)
+		route(pod.Spec.EphemeralContainers[i].Name, "/spec/ephemeralContainers/"+strconv.Itoa(i)+"/image", &pod.Spec.EphemeralContainers[i].Image)
 	}
 
 	rewritten := false

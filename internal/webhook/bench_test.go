@@ -1,0 +1,221 @@
+package webhook_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/enix/kuik/internal/probe"
+	"github.com/enix/kuik/internal/routing"
+	"github.com/enix/kuik/internal/testenv"
+	"github.com/enix/kuik/internal/testutil"
+	"github.com/enix/kuik/internal/webhook"
+	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
+)
+
+// benchIndex holds n ImageAlternatives of two entries each, plus the one that covers
+// reg/acme/app (whose first entry is down, so the second, on reg, wins).
+func benchIndex(b *testing.B, n int, reg *testutil.Registry, down string) *routing.Index {
+	b.Helper()
+	ias := make([]v1alpha1.ImageAlternative, 0, n+1)
+	for i := range n {
+		ias = append(ias, alternative(fmt.Sprintf("ia-%05d", i), v1alpha1.RewritePolicyOnFailure,
+			v1alpha1.Alternative{Repository: fmt.Sprintf("quay.io/team-%d/app-%d", i%97, i)},
+			v1alpha1.Alternative{Repository: fmt.Sprintf("registry.local/team-%d/app-%d", i%97, i)}))
+	}
+	ias = append(ias, alternative("covered", v1alpha1.RewritePolicyOnFailure,
+		v1alpha1.Alternative{Repository: down + "/acme/app"},
+		v1alpha1.Alternative{Repository: reg.Host + "/acme/app", Insecure: true}))
+	ix, errs := routing.NewIndex(ias, nil)
+	if len(errs) > 0 {
+		b.Fatal(errs)
+	}
+	return ix
+}
+
+// BenchmarkRoute is one container routed with a warm probe cache (the steady state of a
+// rollout), against a real registry for the cache's first fill.
+func BenchmarkRoute(b *testing.B) {
+	reg := testutil.NewRegistry(b, "", "")
+	reg.Push(b, "acme/app:v1")
+	down := closedAddr(b)
+	for _, n := range []int{10, 1_000, 10_000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			ix := benchIndex(b, n, reg, down)
+			chooser := &webhook.ProbeChooser{Prober: probe.New(probe.Options{TTL: time.Hour})}
+			src := pod(corev1.Container{Name: "c", Image: down + "/acme/app:v1"})
+			b.ReportAllocs()
+			for b.Loop() {
+				p := src.DeepCopy()
+				d, err := webhook.Route(context.Background(), p, labels.Set{}, ix, chooser.Choose, webhook.Scope{})
+				if err != nil || len(d) != 1 || d[0].Image != reg.Host+"/acme/app:v1" {
+					b.Fatalf("route = %+v, %v", d, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkAdmissionHTTPS sends AdmissionReviews over HTTPS to the pod mutator (1,000
+// resources, warm cache) and to a handler that admits at once, on the same controller-runtime
+// webhook server and TLS stack, interleaved; it reports both p50/p99 and their ratios.
+func BenchmarkAdmissionHTTPS(b *testing.B) {
+	reg := testutil.NewRegistry(b, "", "")
+	reg.Push(b, "acme/app:v1")
+	down := closedAddr(b)
+	var ix atomic.Pointer[routing.Index]
+	ix.Store(benchIndex(b, 1_000, reg, down))
+	chooser := &webhook.ProbeChooser{Prober: probe.New(probe.Options{TTL: time.Hour})}
+
+	ca, err := testenv.NewCA()
+	if err != nil {
+		b.Fatal(err)
+	}
+	pair, err := ca.ServingPair()
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	if err := pair.WriteFiles(dir, "tls.crt", "tls.key"); err != nil {
+		b.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	srv := ctrlwebhook.NewServer(ctrlwebhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir})
+	srv.Register("/mutate-pods", &ctrlwebhook.Admission{Handler: &webhook.PodMutator{
+		Index:      &ix,
+		Namespaces: func(context.Context, string) (labels.Set, error) { return labels.Set{}, nil },
+		Choose:     chooser.Choose,
+	}})
+	srv.Register("/noop", &ctrlwebhook.Admission{Handler: admission.HandlerFunc(func(context.Context, admission.Request) admission.Response {
+		return admission.Allowed("")
+	})})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = srv.Start(ctx) }()
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.PEM)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 4}}
+	body := reviewBody(b, pod(corev1.Container{Name: "c", Image: down + "/acme/app:v1"}))
+	base := "https://127.0.0.1:" + strconv.Itoa(port)
+	send := func(path string) time.Duration {
+		start := time.Now()
+		resp, err := client.Post(base+path, "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		took := time.Since(start)
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`"allowed":true`)) {
+			b.Fatalf("%s: %s %s", path, resp.Status, out)
+		}
+		return took
+	}
+	// Wait for the server, warm connections and the probe cache.
+	for i := 0; ; i++ {
+		if _, err := client.Get(base + "/noop"); err == nil {
+			break
+		}
+		if i > 200 {
+			b.Fatal("webhook server never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for range 20 {
+		send("/mutate-pods")
+		send("/noop")
+	}
+
+	var mutate, noop []time.Duration
+	for b.Loop() {
+		mutate = append(mutate, send("/mutate-pods"))
+		noop = append(noop, send("/noop"))
+	}
+	p := func(d []time.Duration, q float64) float64 {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return float64(s[int(q*float64(len(s)-1))].Microseconds())
+	}
+	b.ReportMetric(p(mutate, .5), "mutate-p50-µs")
+	b.ReportMetric(p(mutate, .99), "mutate-p99-µs")
+	b.ReportMetric(p(noop, .5), "noop-p50-µs")
+	b.ReportMetric(p(noop, .99), "noop-p99-µs")
+	b.ReportMetric(p(mutate, .5)/p(noop, .5), "p50-ratio")
+	b.ReportMetric(p(mutate, .99)/p(noop, .99), "p99-ratio")
+}
+
+func reviewBody(b *testing.B, p *corev1.Pod) []byte {
+	b.Helper()
+	raw, err := json.Marshal(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	review := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID: "bench", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+			Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+			Namespace: "ns", Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw},
+		},
+	}
+	out, err := json.Marshal(review)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out
+}
+
+func closedAddr(b *testing.B) string {
+	b.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+
+// BenchmarkHandle is the pod mutator alone (decode, route, patch), 1,000 resources, warm cache.
+func BenchmarkHandle(b *testing.B) {
+	reg := testutil.NewRegistry(b, "", "")
+	reg.Push(b, "acme/app:v1")
+	down := closedAddr(b)
+	var ix atomic.Pointer[routing.Index]
+	ix.Store(benchIndex(b, 1_000, reg, down))
+	chooser := &webhook.ProbeChooser{Prober: probe.New(probe.Options{TTL: time.Hour})}
+	m := &webhook.PodMutator{Index: &ix, Namespaces: func(context.Context, string) (labels.Set, error) { return labels.Set{}, nil }, Choose: chooser.Choose}
+	req := createRequest(b, pod(corev1.Container{Name: "c", Image: down + "/acme/app:v1"}))
+	b.ReportAllocs()
+	for b.Loop() {
+		resp := m.Handle(context.Background(), req)
+		if len(resp.Patches) == 0 {
+			b.Fatal("no patch")
+		}
+	}
+}
