@@ -31,9 +31,15 @@ generate: ## Regenerate deepcopy code from the API types.
 manifests: ## Regenerate the CRDs (config/crd and the chart's crds/).
 	$(TOOL) controller-gen crd:maxDescLen=400 paths=./pkg/... output:crd:artifacts:config=config/crd
 	@if [ -d charts/kuik ]; then mkdir -p charts/kuik/crds && cp config/crd/*.yaml charts/kuik/crds/; fi
+	@# The chart ships policies/ byte for byte (helm package keeps no symlink out of the chart).
+	@rm -rf charts/kuik/files/policies && mkdir -p charts/kuik/files/policies && cp policies/*.yaml charts/kuik/files/policies/
+
+.PHONY: chart-readme
+chart-readme: ## Regenerate the values table of charts/kuik/README.md from the comments of values.yaml.
+	$(GO) run ./hack/chart-readme charts/kuik
 
 .PHONY: verify
-verify: generate manifests ## Regenerate everything and fail if the tree changed.
+verify: generate manifests chart-readme ## Regenerate everything and fail if the tree changed.
 	@git diff --exit-code -- pkg config charts || { echo "generated files are stale: run make generate manifests and commit" >&2; exit 1; }
 	@test -z "$$(git status --porcelain -- pkg config charts)" || { git status --porcelain -- pkg config charts; echo "untracked generated files" >&2; exit 1; }
 

@@ -89,10 +89,10 @@ func (k *hostPath) matches(t *hostPath) bool {
 // neither '.' nor ':' (localhost/x gets the fallback too).
 func isDockerHub(normalized string) bool {
 	host, _, _ := strings.Cut(normalized, "/")
-	switch {
-	case host == "":
+	switch host {
+	case "":
 		return false
-	case host == "docker.io" || host == dockerHubLegacyKey:
+	case "docker.io", dockerHubLegacyKey:
 		return true
 	default:
 		return !strings.ContainsAny(host, ".:")

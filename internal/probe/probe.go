@@ -246,12 +246,12 @@ func classify(err error) Result {
 	}
 	var terr *transport.Error
 	if errors.As(err, &terr) {
-		switch {
-		case terr.StatusCode == http.StatusNotFound:
+		switch terr.StatusCode {
+		case http.StatusNotFound:
 			return NotFound
-		case terr.StatusCode == http.StatusUnauthorized || terr.StatusCode == http.StatusForbidden:
+		case http.StatusUnauthorized, http.StatusForbidden:
 			return InvalidAuth
-		case terr.StatusCode == http.StatusTooManyRequests:
+		case http.StatusTooManyRequests:
 			return QuotaExceeded
 		}
 		for _, d := range terr.Errors {

@@ -30,16 +30,16 @@ func TestProbeClassifiesRegistryAnswers(t *testing.T) {
 		target probe.Target
 		want   probe.Result
 	}{
-		"existing image on an open registry is available":  {probe.Target{Reference: openRef}, probe.Available},
-		"missing tag is not found":                           {probe.Target{Reference: open.Host + "/acme/app:v2"}, probe.NotFound},
-		"missing repository is not found":                    {probe.Target{Reference: open.Host + "/acme/nope:v1"}, probe.NotFound},
-		"private registry without credential is refused":     {probe.Target{Reference: privateRef}, probe.InvalidAuth},
-		"private registry with a wrong password is refused":  {probe.Target{Reference: privateRef, Credential: probe.Credential{Username: "puller", Password: "nope"}}, probe.InvalidAuth},
+		"existing image on an open registry is available":   {probe.Target{Reference: openRef}, probe.Available},
+		"missing tag is not found":                          {probe.Target{Reference: open.Host + "/acme/app:v2"}, probe.NotFound},
+		"missing repository is not found":                   {probe.Target{Reference: open.Host + "/acme/nope:v1"}, probe.NotFound},
+		"private registry without credential is refused":    {probe.Target{Reference: privateRef}, probe.InvalidAuth},
+		"private registry with a wrong password is refused": {probe.Target{Reference: privateRef, Credential: probe.Credential{Username: "puller", Password: "nope"}}, probe.InvalidAuth},
 		"private registry with its credential is available": {probe.Target{Reference: privateRef, Credential: good}, probe.Available},
-		"rate-limited registry is over quota":                {probe.Target{Reference: limitedRef}, probe.QuotaExceeded},
-		"registry answering 503 is unreachable":              {probe.Target{Reference: failing.Host + "/acme/app:v1"}, probe.Unreachable},
-		"nothing listening is unreachable":                   {probe.Target{Reference: closed + "/acme/app:v1"}, probe.Unreachable},
-		"reference that does not parse is invalid":           {probe.Target{Reference: "UPPER/case::"}, probe.Invalid},
+		"rate-limited registry is over quota":               {probe.Target{Reference: limitedRef}, probe.QuotaExceeded},
+		"registry answering 503 is unreachable":             {probe.Target{Reference: failing.Host + "/acme/app:v1"}, probe.Unreachable},
+		"nothing listening is unreachable":                  {probe.Target{Reference: closed + "/acme/app:v1"}, probe.Unreachable},
+		"reference that does not parse is invalid":          {probe.Target{Reference: "UPPER/case::"}, probe.Invalid},
 	}
 	p := probe.New(probe.Options{Timeout: 2 * time.Second})
 	for name, tc := range tests {
@@ -99,10 +99,10 @@ func TestFirstPrefersListOrderOverSpeed(t *testing.T) {
 		targets []probe.Target
 		want    int
 	}{
-		"first available wins":            {[]probe.Target{{Reference: a}, {Reference: b}}, 0},
+		"first available wins":             {[]probe.Target{{Reference: a}, {Reference: b}}, 0},
 		"unavailable first is passed over": {[]probe.Target{{Reference: r.Host + "/acme/none:v1"}, {Reference: b}}, 1},
-		"nothing available":               {[]probe.Target{{Reference: r.Host + "/acme/none:v1"}}, -1},
-		"empty list":                      {nil, -1},
+		"nothing available":                {[]probe.Target{{Reference: r.Host + "/acme/none:v1"}}, -1},
+		"empty list":                       {nil, -1},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

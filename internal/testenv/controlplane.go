@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -26,6 +28,11 @@ type Options struct {
 	APIServerArgs []string
 	// CRDs installs kuik's generated CRDs (config/crd) once the API server is ready.
 	CRDs bool
+	// Dir, when set, holds the control plane's files instead of a temporary directory.
+	Dir string
+	// Detached leaves the processes running after this process exits (the demo); their pids
+	// go to Dir/pids and StopDetached ends them. Stop still ends them too.
+	Detached bool
 }
 
 // ControlPlane is a running etcd + kube-apiserver (+ kube-controller-manager).
@@ -38,6 +45,8 @@ type ControlPlane struct {
 	// Kubeconfig is the path of an admin kubeconfig (system:masters).
 	Kubeconfig string
 
+	keepDir   bool
+	detached  bool
 	admin     *rest.Config
 	etcd      *process
 	apiserver *process
@@ -62,11 +71,15 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 }
 
 func start(ctx context.Context, assets string, opts Options) (cp *ControlPlane, err error) {
-	dir, err := os.MkdirTemp("", "kuik-testenv-")
-	if err != nil {
+	dir := opts.Dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "kuik-testenv-"); err != nil {
+			return nil, fmt.Errorf("creating control-plane dir: %w", err)
+		}
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating control-plane dir: %w", err)
 	}
-	cp = &ControlPlane{Dir: dir}
+	cp = &ControlPlane{Dir: dir, keepDir: opts.Dir != "", detached: opts.Detached}
 	defer func() {
 		if err != nil {
 			cp.Stop()
@@ -102,7 +115,7 @@ func start(ctx context.Context, assets string, opts Options) (cp *ControlPlane, 
 
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdClient)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(etcdPeer)
-	cp.etcd, err = startProcess("etcd", filepath.Join(assets, "etcd"), filepath.Join(dir, "etcd.log"),
+	cp.etcd, err = startProcess("etcd", filepath.Join(assets, "etcd"), filepath.Join(dir, "etcd.log"), opts.Detached,
 		"--name=default",
 		"--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+etcdURL,
@@ -141,7 +154,7 @@ func start(ctx context.Context, assets string, opts Options) (cp *ControlPlane, 
 		"--profiling=false",
 	}
 	args = append(args, opts.APIServerArgs...)
-	cp.apiserver, err = startProcess("kube-apiserver", filepath.Join(assets, "kube-apiserver"), filepath.Join(dir, "kube-apiserver.log"), args...)
+	cp.apiserver, err = startProcess("kube-apiserver", filepath.Join(assets, "kube-apiserver"), filepath.Join(dir, "kube-apiserver.log"), opts.Detached, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +186,7 @@ func start(ctx context.Context, assets string, opts Options) (cp *ControlPlane, 
 	}
 
 	if opts.GarbageCollection {
-		cp.kcm, err = startProcess("kube-controller-manager", filepath.Join(assets, "kube-controller-manager"), filepath.Join(dir, "kube-controller-manager.log"),
+		cp.kcm, err = startProcess("kube-controller-manager", filepath.Join(assets, "kube-controller-manager"), filepath.Join(dir, "kube-controller-manager.log"), opts.Detached,
 			"--kubeconfig="+cp.Kubeconfig,
 			"--controllers=garbagecollector,namespace",
 			"--leader-elect=false",
@@ -197,6 +210,11 @@ func start(ctx context.Context, assets string, opts Options) (cp *ControlPlane, 
 			return nil, err
 		}
 	}
+	if opts.Detached {
+		if err := cp.writePids(); err != nil {
+			return nil, err
+		}
+	}
 	return cp, nil
 }
 
@@ -209,7 +227,7 @@ func (cp *ControlPlane) Stop() {
 	cp.apiserver.stop()
 	cp.etcd.stop()
 	cp.kcm, cp.apiserver, cp.etcd = nil, nil, nil
-	if cp.Dir != "" {
+	if cp.Dir != "" && !cp.keepDir {
 		_ = os.RemoveAll(cp.Dir)
 		cp.Dir = ""
 	}
@@ -269,4 +287,56 @@ func writeKubeconfig(path, server string, ca []byte, user KeyPair) error {
 		return fmt.Errorf("writing kubeconfig: %w", err)
 	}
 	return nil
+}
+
+func (cp *ControlPlane) writePids() error {
+	var pids []string
+	for _, p := range []*process{cp.etcd, cp.apiserver, cp.kcm} {
+		if p != nil {
+			pids = append(pids, strconv.Itoa(p.cmd.Process.Pid))
+		}
+	}
+	return AppendPids(cp.Dir, pids...)
+}
+
+// AppendPids records processes that StopDetached must end.
+func AppendPids(dir string, pids ...string) error {
+	f, err := os.OpenFile(filepath.Join(dir, "pids"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("recording pids: %w", err)
+	}
+	defer f.Close()
+	for _, p := range pids {
+		if _, err := fmt.Fprintln(f, p); err != nil {
+			return fmt.Errorf("recording pids: %w", err)
+		}
+	}
+	return nil
+}
+
+// StopDetached ends every process recorded in dir/pids, last started first.
+func StopDetached(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "pids"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading pids: %w", err)
+	}
+	lines := strings.Fields(string(b))
+	for i := len(lines) - 1; i >= 0; i-- {
+		pid, err := strconv.Atoi(lines[i])
+		if err != nil {
+			continue
+		}
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		for range 50 {
+			if syscall.Kill(pid, 0) != nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return os.Remove(filepath.Join(dir, "pids"))
 }

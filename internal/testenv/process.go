@@ -26,7 +26,12 @@ type spawnReq struct {
 	done chan error
 }
 
-func spawn(cmd *exec.Cmd) error {
+func spawn(cmd *exec.Cmd, detached bool) error {
+	if detached {
+		// A detached child outlives this process (the demo): its own session, no death signal.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		return cmd.Start()
+	}
 	spawnOnce.Do(func() {
 		spawnReqs = make(chan spawnReq)
 		go func() {
@@ -51,14 +56,14 @@ type process struct {
 	err     error
 }
 
-func startProcess(name, bin, logPath string, args ...string) (*process, error) {
+func startProcess(name, bin, logPath string, detached bool, args ...string) (*process, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("creating %s log: %w", name, err)
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := spawn(cmd); err != nil {
+	if err := spawn(cmd, detached); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
@@ -109,9 +114,9 @@ func (p *process) waitFor(ctx context.Context, timeout time.Duration, check func
 		}
 		select {
 		case <-p.exited:
-			return fmt.Errorf("%s exited (%v) before it was ready; log:\n%s", p.name, p.err, p.logTail())
+			return fmt.Errorf("%s exited before it was ready (%w); log:\n%s", p.name, p.err, p.logTail())
 		case <-ctx.Done():
-			return fmt.Errorf("%s not ready after %s (%v); log:\n%s", p.name, timeout, last, p.logTail())
+			return fmt.Errorf("%s not ready after %s (%w); log:\n%s", p.name, timeout, last, p.logTail())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -20,7 +20,7 @@ import (
 )
 
 // Behavior is how a Registry answers.
-type Behavior int
+type Behavior int32
 
 const (
 	// Serve answers as an OCI registry.

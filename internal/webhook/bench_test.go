@@ -179,7 +179,7 @@ func reviewBody(b *testing.B, p *corev1.Pod) []byte {
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 		Request: &admissionv1.AdmissionRequest{
 			UID: "bench", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
-			Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+			Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
 			Namespace: "ns", Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw},
 		},
 	}
@@ -199,7 +199,6 @@ func closedAddr(b *testing.B) string {
 	defer l.Close()
 	return l.Addr().String()
 }
-
 
 // BenchmarkHandle is the pod mutator alone (decode, route, patch), 1,000 resources, warm cache.
 func BenchmarkHandle(b *testing.B) {

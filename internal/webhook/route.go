@@ -25,10 +25,10 @@ type Decision struct {
 	Path string
 	// Original is the image before, Image after (equal when untouched).
 	Original, Image string
-	Source      routing.Source
-	Reason      string
-	PullSecret  string
-	Candidates  int
+	Source          routing.Source
+	Reason          string
+	PullSecret      string
+	Candidates      int
 }
 
 // Scope says which containers of a pod Route may change and what else it may touch.
