@@ -59,6 +59,14 @@ test: controlplane ## Unit and integration tests (real kube-apiserver, etcd, kub
 test-unit: ## Only the tests that need no control plane.
 	$(GO) test -count=1 -short ./...
 
+.PHONY: demo
+demo: controlplane ## Run kuik end to end on a local control plane, and leave it running to explore.
+	KUIK_ASSETS="$$(hack/controlplane.sh dir)" $(GO) run ./hack/demo up
+
+.PHONY: demo-down
+demo-down: ## Stop everything `make demo` started and remove its state.
+	$(GO) run ./hack/demo down
+
 .PHONY: bench
 bench: ## Micro-benchmarks (go test -bench); figures are printed, never asserted.
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/...

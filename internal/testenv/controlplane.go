@@ -340,3 +340,18 @@ func StopDetached(dir string) error {
 	}
 	return os.Remove(filepath.Join(dir, "pids"))
 }
+
+// SpawnDetached starts bin in its own session, logging to dir/<name>.log, and records its pid
+// in dir/pids so that StopDetached ends it (the demo's webhook, syncer and registry).
+func SpawnDetached(dir, name, bin string, args ...string) error {
+	p, err := startProcess(name, bin, filepath.Join(dir, name+".log"), true, args...)
+	if err != nil {
+		return err
+	}
+	return AppendPids(dir, strconv.Itoa(p.cmd.Process.Pid))
+}
+
+// LogTail is the end of dir/<name>.log, for error messages.
+func LogTail(dir, name string) string {
+	return (&process{logPath: filepath.Join(dir, name+".log")}).logTail()
+}
