@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +15,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -27,6 +23,7 @@ import (
 	"github.com/enix/kuik/charts"
 	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/internal/testutil"
+	"github.com/enix/kuik/internal/testutil/kuikenv"
 	"github.com/enix/kuik/internal/webhook"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -90,121 +87,36 @@ func start() (*world, error) {
 		return nil, err
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	webhookPort, err := kuikenv.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	webhookPort := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	healthAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	down, err := freeAddr()
+	down, err := kuikenv.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 
-	// The chart's RBAC and webhook configurations, pointed at this process.
-	rendered, err := charts.Render(charts.Release{Name: "kuik", Namespace: crns})
+	// The chart's webhook identity (ServiceAccount, RBAC) and webhook configurations, pointed
+	// at this process.
+	chart, err := kuikenv.Render(crns)
 	if err != nil {
 		return nil, err
 	}
-	var objs []*unstructured.Unstructured
-	saName := ""
-	for _, o := range rendered.Objects {
-		component := o.GetLabels()["app.kubernetes.io/component"]
-		switch o.GetKind() {
-		case "ServiceAccount":
-			if component == "webhook" {
-				saName = o.GetName()
-				objs = append(objs, o)
-			}
-		case "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-			if component == "webhook" {
-				objs = append(objs, o)
-			}
-		case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
-			if err := pointAtLocal(o, webhookPort); err != nil {
-				return nil, err
-			}
-			objs = append(objs, o)
-		}
-	}
-	if saName == "" {
-		return nil, fmt.Errorf("the chart renders no webhook ServiceAccount")
-	}
-
-	certDir, err := os.MkdirTemp("", "kuik-webhook-certs-")
+	hooks, err := chart.WebhookConfigurations(webhookPort, cp.CA.PEM)
 	if err != nil {
 		return nil, err
 	}
-	pair, err := cp.CA.ServingPair()
-	if err != nil {
+	if err := charts.Apply(ctx, cp.Config(), append(chart.Identity(kuikenv.ComponentWebhook), hooks...)); err != nil {
 		return nil, err
 	}
-	if err := pair.WriteFiles(certDir, "tls.crt", "tls.key"); err != nil {
-		return nil, err
-	}
-	go func() {
-		err := webhook.Run(ctx, webhook.Config{
-			RestConfig:               cp.ConfigAsServiceAccount(crns, saName),
-			ClusterResourceNamespace: crns,
-			ProbeTimeout:             time.Second,
-			CacheTTL:                 10 * time.Second,
-			CertDir:                  certDir,
-			Host:                     "127.0.0.1",
-			Port:                     webhookPort,
-			MetricsBindAddress:       "0",
-			HealthProbeBindAddress:   healthAddr,
-		})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "webhook.Run:", err)
-		}
-	}()
-	// RBAC first: the server's informers need it to sync and turn ready.
-	if err := charts.Apply(ctx, cp.Config(), objs); err != nil {
-		return nil, err
-	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		resp, err := http.Get("http://" + healthAddr + "/readyz")
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
+	_, err = kuikenv.StartWebhook(ctx, cp, chart, webhookPort, webhook.Config{
+		ProbeTimeout: time.Second,
+		CacheTTL:     10 * time.Second,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("webhook never turned ready: %w", err)
+		return nil, err
 	}
 	return &world{cs: cs, c: c, registry: reg, down: down}, nil
-}
-
-// pointAtLocal rewrites a webhook configuration's service reference to this test process, as
-// envtest does, keeping everything else the chart wrote.
-func pointAtLocal(o *unstructured.Unstructured, port int) error {
-	hooks, _, err := unstructured.NestedSlice(o.Object, "webhooks")
-	if err != nil {
-		return err
-	}
-	for i := range hooks {
-		h := hooks[i].(map[string]any)
-		cc := h["clientConfig"].(map[string]any)
-		svc := cc["service"].(map[string]any)
-		cc["url"] = "https://127.0.0.1:" + strconv.Itoa(port) + svc["path"].(string)
-		delete(cc, "service")
-		cc["caBundle"] = base64.StdEncoding.EncodeToString(cp.CA.PEM)
-	}
-	return unstructured.SetNestedSlice(o.Object, hooks, "webhooks")
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 func (w *world) namespace(t *testing.T, labels map[string]string) string {

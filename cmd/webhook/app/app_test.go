@@ -1,0 +1,98 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/enix/kuik/cmd/webhook/app"
+)
+
+func run(t *testing.T, args ...string) (app.Options, app.CandidatesOptions, error) {
+	t.Helper()
+	var gotRun app.Options
+	var gotCand app.CandidatesOptions
+	cmd := app.NewCommand(
+		func(_ context.Context, o app.Options) error { gotRun = o; return nil },
+		func(_ context.Context, o app.CandidatesOptions) error { gotCand = o; return nil },
+	)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(t.Context())
+	return gotRun, gotCand, err
+}
+
+func TestServeFlags(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "")
+	tests := map[string]struct {
+		args []string
+		env  string
+		want app.Options
+	}{
+		"defaults": {
+			want: app.Options{ClusterResourceNamespace: "kuik-system", ProbeTimeout: 2 * time.Second, CacheTTL: 10 * time.Second,
+				CertDir: "/tmp/k8s-webhook-server/serving-certs", Port: 9443, MetricsBindAddress: ":8080", HealthProbeBindAddress: ":8081"},
+		},
+		"the namespace defaults to POD_NAMESPACE": {
+			env: "kuik",
+			want: app.Options{ClusterResourceNamespace: "kuik", ProbeTimeout: 2 * time.Second, CacheTTL: 10 * time.Second,
+				CertDir: "/tmp/k8s-webhook-server/serving-certs", Port: 9443, MetricsBindAddress: ":8080", HealthProbeBindAddress: ":8081"},
+		},
+		"every flag": {
+			args: []string{"--kubeconfig=/k", "--cluster-resource-namespace=ns", "--probe-timeout=500ms", "--cache-ttl=1m",
+				"--cert-dir=/c", "--webhook-bind-address=127.0.0.1", "--webhook-port=1", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:2"},
+			want: app.Options{Kubeconfig: "/k", ClusterResourceNamespace: "ns", ProbeTimeout: 500 * time.Millisecond, CacheTTL: time.Minute,
+				CertDir: "/c", Host: "127.0.0.1", Port: 1, MetricsBindAddress: "0", HealthProbeBindAddress: "127.0.0.1:2"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("POD_NAMESPACE", tc.env)
+			got, _, err := run(t, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("options (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	tests := map[string][]string{
+		"zero probe timeout":           {"--probe-timeout=0s"},
+		"negative cache ttl":           {"--cache-ttl=-1s"},
+		"empty namespace":              {"--cluster-resource-namespace="},
+		"candidates without resources": {"candidates", "nginx"},
+		"candidates with bad labels":   {"candidates", "--resources=f", "--pod-labels=a=b=c", "nginx"},
+	}
+	for name, args := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := run(t, args...)
+			var usage app.UsageError
+			if !errors.As(err, &usage) {
+				t.Errorf("error = %v, want a UsageError (exit 2)", err)
+			}
+		})
+	}
+}
+
+func TestCandidatesFlags(t *testing.T) {
+	_, got, err := run(t, "candidates", "--resources=a.yaml", "--resources=b.yaml", "--namespace-labels=team=a", "--pod-labels=app=x,tier=web", "nginx:1.27")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := app.CandidatesOptions{
+		Resources:       []string{"a.yaml", "b.yaml"},
+		NamespaceLabels: labels.Set{"team": "a"},
+		PodLabels:       labels.Set{"app": "x", "tier": "web"},
+		Image:           "nginx:1.27",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("options (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,103 @@
+package webhook_test
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/enix/kuik/internal/manifest"
+	"github.com/enix/kuik/internal/webhook"
+)
+
+const routingYAML = `
+apiVersion: kuik.enix.io/v1alpha1
+kind: ImageAlternative
+metadata: {name: acme-foo}
+spec:
+  namespaceSelector: {matchLabels: {team: payments}}
+  alternatives:
+  - repository: quay.io/acme/foo
+  - repository: registry.local:5000/acme/foo
+    auth: {secretRef: {name: local-registry}}
+---
+apiVersion: kuik.enix.io/v1alpha1
+kind: ImageMirror
+metadata: {name: corp-mirror}
+spec:
+  rewritePolicy: Always
+  excludeImages: ["ghcr.io/huge/**"]
+  destination:
+    path: registry.tld/mirror/
+    pull: {auth: {secretRef: {name: mirror-read}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: ignored}
+`
+
+func TestPrintCandidates(t *testing.T) {
+	objs, err := manifest.Read(strings.NewReader(routingYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		image    string
+		nsLabels labels.Set
+		want     string
+	}{
+		"mirror, original, then the alternative in a selected namespace": {
+			image: "quay.io/acme/foo:v1", nsLabels: labels.Set{"team": "payments"},
+			want: "registry.tld/mirror/quay.io/acme/foo:v1\tImageMirror/corp-mirror\tkuik-inject-imagemirror-corp-mirror\n" +
+				"quay.io/acme/foo:v1\toriginal\t-\n" +
+				"registry.local:5000/acme/foo:v1\tImageAlternative/acme-foo\tkuik-inject-imagealternative-acme-foo\n",
+		},
+		"outside the namespaceSelector only the mirror applies": {
+			image: "quay.io/acme/foo:v1",
+			want: "registry.tld/mirror/quay.io/acme/foo:v1\tImageMirror/corp-mirror\tkuik-inject-imagemirror-corp-mirror\n" +
+				"quay.io/acme/foo:v1\toriginal\t-\n",
+		},
+		"excluded and uncovered image": {
+			image: "ghcr.io/huge/model:v1",
+			want:  "ghcr.io/huge/model:v1\toriginal\t-\n",
+		},
+		"short docker hub name is normalized": {
+			image: "nginx",
+			want: "registry.tld/mirror/docker.io/library/nginx:latest\tImageMirror/corp-mirror\tkuik-inject-imagemirror-corp-mirror\n" +
+				"docker.io/library/nginx:latest\toriginal\t-\n",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			if err := webhook.PrintCandidates(&out, objs, tc.image, nil, tc.nsLabels); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, out.String()); diff != "" {
+				t.Errorf("output (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPrintCandidatesRefusesInvalidResourcesNamingTheField(t *testing.T) {
+	bad := strings.Replace(routingYAML, "repository: quay.io/acme/foo\n", "repository: quay.io/acme/foo:v1\n", 1)
+	objs, err := manifest.Read(strings.NewReader(bad))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err = webhook.PrintCandidates(&out, objs, "quay.io/acme/foo:v1", nil, nil)
+	if !errors.Is(err, webhook.ErrInvalidResources) {
+		t.Fatalf("error = %v, want ErrInvalidResources", err)
+	}
+	if !strings.Contains(err.Error(), "ImageAlternative/acme-foo: spec.alternatives[0].repository") {
+		t.Errorf("error %q does not name the resource and the field", err)
+	}
+	if out.Len() != 0 {
+		t.Errorf("printed candidates for invalid resources: %q", out.String())
+	}
+}
