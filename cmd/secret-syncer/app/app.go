@@ -1,0 +1,112 @@
+// Package app parses the secret-syncer's command line. The command takes the function that
+// runs the syncer as an argument, so that flags are tested without a server.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/enix/kuik/internal/metrics"
+	"github.com/enix/kuik/internal/syncer"
+)
+
+// Options is what the command line configures.
+type Options struct {
+	syncer.Options
+	// Kubeconfig is a kubeconfig path; empty uses $KUBECONFIG, ~/.kube/config, then the
+	// in-cluster configuration.
+	Kubeconfig string
+}
+
+// RunFunc runs the syncer with parsed options until ctx ends.
+type RunFunc func(ctx context.Context, opts Options) error
+
+// DefaultClusterResourceNamespace is used when neither the flag nor $POD_NAMESPACE says.
+const DefaultClusterResourceNamespace = "kuik-system"
+
+// NewCommand is the secret-syncer command; run is called with the parsed options.
+func NewCommand(run RunFunc) *cobra.Command {
+	var opts Options
+	cmd := &cobra.Command{
+		Use:   "secret-syncer",
+		Short: "Keep the pull Secrets kuik injects into pods",
+		Long: `secret-syncer writes, for each routing resource (ImageAlternative, ImageMirror) and each
+namespace that needs it, the kubernetes.io/dockerconfigjson Secret kuik-inject-<kind>-<name>
+holding the credentials of the entries the webhook rewrites pods to.`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.validate(); err != nil {
+				return err
+			}
+			return run(cmd.Context(), opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.ClusterResourceNamespace, "cluster-resource-namespace", defaultNamespace(),
+		"namespace holding the secretRef Secrets and the leader election Lease (default $POD_NAMESPACE, else kuik-system)")
+	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "path to a kubeconfig; empty uses $KUBECONFIG, ~/.kube/config, then in-cluster")
+	f.DurationVar(&opts.Retention, "retention", 15*time.Minute, "how long an OnFailure entry no live pod uses stays in its Secret")
+	f.DurationVar(&opts.ResyncPeriod, "resync-period", 10*time.Minute, "how often every Secret is applied again, restoring those deleted or edited")
+	f.DurationVar(&opts.Debounce, "debounce", 200*time.Millisecond, "window in which the events of one (resource, namespace) pair collapse into one apply")
+	f.IntVar(&opts.Workers, "workers", 16, "concurrent applies")
+	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", `address serving /metrics; "0" turns it off`)
+	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `address serving /healthz and /readyz; "0" turns it off`)
+	f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect a leader through a Lease, for more than one replica")
+	f.StringVar(&opts.LeaderElectionID, "leader-election-id", syncer.DefaultLeaderElectionID, "name of the leader election Lease")
+	cmd.AddCommand(newRenderCommand())
+	return cmd
+}
+
+func defaultNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return DefaultClusterResourceNamespace
+}
+
+func (o *Options) validate() error {
+	var errs []error
+	if o.ClusterResourceNamespace == "" {
+		errs = append(errs, errors.New("--cluster-resource-namespace must not be empty"))
+	}
+	if o.Retention < 0 {
+		errs = append(errs, fmt.Errorf("--retention must not be negative, got %s", o.Retention))
+	}
+	if o.ResyncPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("--resync-period must be positive, got %s", o.ResyncPeriod))
+	}
+	if o.Debounce < 0 {
+		errs = append(errs, fmt.Errorf("--debounce must not be negative, got %s", o.Debounce))
+	}
+	if o.Workers < 1 {
+		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
+	}
+	if o.LeaderElection && o.LeaderElectionID == "" {
+		errs = append(errs, errors.New("--leader-election-id must not be empty with --leader-elect"))
+	}
+	return errors.Join(errs...)
+}
+
+// Run is the real RunFunc: it registers the metrics, loads the client configuration and runs
+// the syncer.
+func Run(ctx context.Context, opts Options) error {
+	if err := metrics.RegisterSyncer(ctrlmetrics.Registry); err != nil {
+		return err
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = opts.Kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("loading client configuration: %w", err)
+	}
+	return syncer.Run(ctx, cfg, opts.Options)
+}

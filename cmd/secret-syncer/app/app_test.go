@@ -1,0 +1,156 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/enix/kuik/internal/syncer"
+)
+
+// execute runs the command with args, returning the options run was called with.
+func execute(t *testing.T, args ...string) (Options, bool, error) {
+	t.Helper()
+	var got Options
+	called := false
+	cmd := NewCommand(func(_ context.Context, o Options) error {
+		got, called = o, true
+		return nil
+	})
+	cmd.SetArgs(args)
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	err := cmd.ExecuteContext(t.Context())
+	return got, called, err
+}
+
+func TestFlagDefaults(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "")
+	got, called, err := execute(t)
+	if err != nil || !called {
+		t.Fatalf("called %v, err %v", called, err)
+	}
+	want := Options{Options: syncer.Options{
+		Config: syncer.Config{
+			ClusterResourceNamespace: "kuik-system",
+			Retention:                15 * time.Minute,
+			ResyncPeriod:             10 * time.Minute,
+			Debounce:                 200 * time.Millisecond,
+			Workers:                  16,
+		},
+		MetricsBindAddress:     ":8080",
+		HealthProbeBindAddress: ":8081",
+		LeaderElectionID:       "kuik-secret-syncer",
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("options (-want +got):\n%s", diff)
+	}
+}
+
+func TestClusterResourceNamespaceDefaultsToPodNamespace(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "kuik")
+	got, _, err := execute(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ClusterResourceNamespace != "kuik" {
+		t.Errorf("cluster resource namespace = %q, want $POD_NAMESPACE", got.ClusterResourceNamespace)
+	}
+}
+
+func TestFlags(t *testing.T) {
+	got, _, err := execute(t,
+		"--cluster-resource-namespace=ops", "--kubeconfig=/tmp/kc", "--retention=1h", "--resync-period=30s",
+		"--debounce=1s", "--workers=4", "--metrics-bind-address=127.0.0.1:9090",
+		"--health-probe-bind-address=0", "--leader-elect", "--leader-election-id=other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Options{Kubeconfig: "/tmp/kc", Options: syncer.Options{
+		Config: syncer.Config{
+			ClusterResourceNamespace: "ops",
+			Retention:                time.Hour,
+			ResyncPeriod:             30 * time.Second,
+			Debounce:                 time.Second,
+			Workers:                  4,
+		},
+		MetricsBindAddress:     "127.0.0.1:9090",
+		HealthProbeBindAddress: "0",
+		LeaderElection:         true,
+		LeaderElectionID:       "other",
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("options (-want +got):\n%s", diff)
+	}
+}
+
+func TestInvalidFlagsDoNotRun(t *testing.T) {
+	for name, args := range map[string][]string{
+		"no workers":             {"--workers=0"},
+		"empty namespace":        {"--cluster-resource-namespace="},
+		"zero resync":            {"--resync-period=0s"},
+		"negative retention":     {"--retention=-1m"},
+		"election without an id": {"--leader-elect", "--leader-election-id="},
+		"unknown flag":           {"--nope"},
+		"argument":               {"extra"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, called, err := execute(t, args...)
+			if err == nil || called {
+				t.Errorf("called %v, err %v; want an error and no run", called, err)
+			}
+		})
+	}
+}
+
+// render prints the Secrets the syncer's decisions give for the files, sorted, and one stderr
+// line per entry left out. The golden files were checked by hand: team-a and team-b (selected)
+// get acme's quay.io entry with the quay.io/acme credential (the most specific key), its
+// registry.local entry is left out since local-creds is in another namespace, and its ghcr.io
+// entry does not inject; team-c gets the mirror's Secret for its live pod; team-b's finished
+// pod and the None mirror write nothing.
+func TestRender(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	cmd := NewCommand(func(context.Context, Options) error {
+		t.Fatal("render ran the syncer")
+		return nil
+	})
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	cmd.SetArgs([]string{"render",
+		"--resources", filepath.Join("testdata", "resources.yaml"),
+		"--secrets", filepath.Join("testdata", "secrets.yaml"),
+		"--namespaces", filepath.Join("testdata", "namespaces.yaml"),
+		"--pods", filepath.Join("testdata", "pods.yaml"),
+		"--cluster-resource-namespace", "kuik-system",
+	})
+	if err := cmd.ExecuteContext(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for file, got := range map[string]string{"render.golden.yaml": stdout.String(), "render.golden.stderr": stderr.String()} {
+		want, err := os.ReadFile(filepath.Join("testdata", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(string(want), got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", file, diff)
+		}
+	}
+}
+
+func TestRenderRequiresResourcesAndSecrets(t *testing.T) {
+	cmd := NewCommand(nil)
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetArgs([]string{"render", "--resources", filepath.Join("testdata", "resources.yaml")})
+	err := cmd.ExecuteContext(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "secrets") {
+		t.Errorf("render without --secrets: %v", err)
+	}
+}

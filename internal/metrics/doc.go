@@ -1,0 +1,39 @@
+// Package metrics holds kuik's Prometheus metrics as package-level vectors, registered by each
+// binary's main (RegisterSyncer; WebhookCollectors for the webhook), so that a binary exports
+// only its own half. Every name starts with kuik_.
+//
+// # webhook (webhook.go)
+//
+//   - kuik_webhook_admissions_total{webhook,result}: admission requests, webhook "mutate-pods" or
+//     "validate-routing", result "patched", "unchanged", "error" (admitted unchanged),
+//     "allowed" or "denied".
+//   - kuik_webhook_admission_duration_seconds{webhook}: time to answer an admission request.
+//   - kuik_webhook_admission_errors_total{stage}: internal errors after which a pod was admitted
+//     unchanged (decode, index, namespace, route, panic).
+//   - kuik_webhook_rewrites_total{kind,name,reason}: containers rewritten, by routing resource and
+//     reason (Always, OnFailure).
+//   - kuik_webhook_no_alternatives_total: containers left untouched, no candidate available.
+//   - kuik_registry_probes_total{registry,result}: manifest probes sent (cache misses), result
+//     Available, NotFound, Unreachable, InvalidAuth, QuotaExceeded or Invalid.
+//   - kuik_registry_probe_duration_seconds{registry}: time of a manifest probe.
+//   - kuik_webhook_routing_resources: routing resources in the webhook's index.
+//
+// # secret-syncer (syncer.go)
+//
+//   - kuik_secret_syncer_applies_total{result}: server-side applies of injected pull Secrets,
+//     result "success" or "error".
+//   - kuik_secret_syncer_apply_duration_seconds: latency of one server-side apply.
+//   - kuik_secret_syncer_applies_skipped_total: applies skipped because the pair's in-memory
+//     hash showed nothing would change.
+//   - kuik_secret_syncer_pairs: (routing resource, namespace) pairs the syncer keeps a Secret for.
+//   - kuik_secret_syncer_injection_failures_total{reason}: entries left out of a pull Secret,
+//     counted once per cause (a resource's entry and reason), with the reason of the
+//     PullSecretInjectionFailed event (SecretNotFound, NotDockerConfig, InvalidDockerConfig,
+//     NoCredentialForPath, ProviderNotConfigured).
+//   - kuik_secret_syncer_queue_depth: (resource, namespace) pairs waiting in the work queue.
+//   - kuik_secret_syncer_status_updates_total{result}: status subresource writes on routing
+//     resources, result "success" or "error".
+//
+// controller-runtime's own metrics (workqueue_*, leader_election_master_status, rest_client_*)
+// are exported next to these and are not repeated here.
+package metrics
