@@ -235,7 +235,7 @@ func up(ctx context.Context, dir string) (err error) {
 	}
 	fmt.Println("    with kuik's Secret:", digest)
 	if _, err := pullLikeKubelet(ctx, got.Spec.Containers[0].Image, nil); err == nil || !strings.Contains(err.Error(), "401") {
-		return fmt.Errorf("the registry should refuse a pull without kuik's Secret, got %v", err)
+		return fmt.Errorf("the registry should refuse a pull without kuik's Secret, got %w", err)
 	}
 	fmt.Println("    without it:         401 Unauthorized")
 

@@ -293,7 +293,7 @@ const maxConditionMessage = 32768
 func DesiredStatus(r *Resource, res *Resolution, namespaces int32, current *v1alpha1.RoutingStatus, now metav1.Time) (v1alpha1.RoutingStatus, bool) {
 	next := *current.DeepCopy()
 	next.ObservedGeneration = r.Generation
-	next.Entries = int32(len(r.Entries))
+	next.Entries = int32(len(r.Entries)) //nolint:gosec // at most 32 entries, bounded by the CRD
 	next.Namespaces = namespaces
 	cond := metav1.Condition{
 		Type:               v1alpha1.ConditionReady,

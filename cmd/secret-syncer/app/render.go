@@ -83,7 +83,7 @@ func (o *renderOptions) run(stdout, stderr io.Writer) error {
 			return fmt.Errorf("%s: %T is not a routing resource", o.resources, obj)
 		}
 		if err != nil {
-			fmt.Fprintln(stderr, err.Error())
+			_, _ = fmt.Fprintln(stderr, err.Error())
 			continue
 		}
 		w.Resources = append(w.Resources, r)
@@ -158,7 +158,7 @@ func (o *renderOptions) run(stdout, stderr io.Writer) error {
 		return err
 	}
 	for _, l := range leftOut {
-		fmt.Fprintln(stderr, l.String())
+		_, _ = fmt.Fprintln(stderr, l.String())
 	}
 	out := bufio.NewWriter(stdout)
 	for _, s := range secrets {
@@ -166,7 +166,7 @@ func (o *renderOptions) run(stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(out, "---")
+		_, _ = fmt.Fprintln(out, "---") // a write error surfaces at Flush
 		_, _ = out.Write(b)
 	}
 	if err := out.Flush(); err != nil {

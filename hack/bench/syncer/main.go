@@ -361,7 +361,7 @@ func memory(ctx context.Context, cp *testenv.ControlPlane, cs kubernetes.Interfa
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	bin := filepath.Join(dir, "secret-syncer")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/secret-syncer")
 	build.Dir = testenv.RepoRoot()

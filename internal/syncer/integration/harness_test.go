@@ -90,8 +90,12 @@ func installRBAC(ctx context.Context, cs kubernetes.Interface) error {
 	if err != nil {
 		return err
 	}
-	if sa, err := chart.ServiceAccount("secret-syncer"); err != nil || sa != serviceAccount {
-		return fmt.Errorf("the chart names the syncer's ServiceAccount %q (%v), the tests %q", sa, err, serviceAccount)
+	sa, err := chart.ServiceAccount("secret-syncer")
+	if err != nil {
+		return err
+	}
+	if sa != serviceAccount {
+		return fmt.Errorf("the chart names the syncer's ServiceAccount %q, the tests %q", sa, serviceAccount)
 	}
 	objs := chart.Identity("secret-syncer")
 	if len(objs) != 5 {

@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"errors"
 	"context"
 	"fmt"
 	"strings"
@@ -388,7 +389,10 @@ func TestDeletedResourceSecretsAreGarbageCollected(t *testing.T) {
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
-			return fmt.Errorf("still there: %v", err)
+			if err != nil {
+				return err
+			}
+			return errors.New("still there")
 		})
 	}
 }
