@@ -1,8 +1,8 @@
 package integration_test
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
