@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -103,7 +102,7 @@ func up(ctx context.Context, dir string) (err error) {
 		return err
 	}
 
-	ports, err := freePorts(6)
+	ports, err := testenv.FreePorts(6)
 	if err != nil {
 		return err
 	}
@@ -417,25 +416,6 @@ func waitHTTP(ctx context.Context, url string, status int) error {
 		resp.Body.Close()
 		return resp.StatusCode == status, nil
 	})
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func printYAML(v any) {

@@ -2,7 +2,7 @@ package probe_test
 
 import (
 	"context"
-	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/enix/kuik/internal/probe"
+	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/internal/testutil"
 )
 
@@ -172,11 +173,9 @@ func TestProbeGivesUpAtTheTimeout(t *testing.T) {
 
 func closedAddress(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := testenv.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	return "127.0.0.1:" + strconv.Itoa(ports[0])
 }

@@ -60,16 +60,18 @@ type scope struct {
 func compileScope(pod, namespace *metav1.LabelSelector) (scope, error) {
 	var s scope
 	var err error
-	if s.pods, err = compileSelector(pod); err != nil {
+	if s.pods, err = CompileSelector(pod); err != nil {
 		return s, fmt.Errorf("spec.podSelector: %w", err)
 	}
-	if s.namespaces, err = compileSelector(namespace); err != nil {
+	if s.namespaces, err = CompileSelector(namespace); err != nil {
 		return s, fmt.Errorf("spec.namespaceSelector: %w", err)
 	}
 	return s, nil
 }
 
-func compileSelector(sel *metav1.LabelSelector) (labels.Selector, error) {
+// CompileSelector turns a routing resource's selector into a labels.Selector; nil means every
+// object (the API's meaning of an absent or empty selector).
+func CompileSelector(sel *metav1.LabelSelector) (labels.Selector, error) {
 	// LabelSelectorAsSelector turns nil into Nothing, while the API says nil selects everything.
 	if sel == nil || len(sel.MatchLabels)+len(sel.MatchExpressions) == 0 {
 		return nil, nil
@@ -220,7 +222,7 @@ func compileAlternative(obj *v1alpha1.ImageAlternative) (*alternativeResource, e
 	}
 	res := &alternativeResource{
 		name:    obj.Name,
-		policy:  defaultPolicy(obj.Spec.RewritePolicy),
+		policy:  EffectivePolicy(obj.Spec.RewritePolicy),
 		scope:   sc,
 		group:   obj.Spec.Alternatives[0].RepositoryGroup != "",
 		entries: make([]alternativeEntry, len(obj.Spec.Alternatives)),
@@ -259,7 +261,7 @@ func compileMirror(obj *v1alpha1.ImageMirror) (*mirrorResource, error) {
 	d := &obj.Spec.Destination
 	res := &mirrorResource{
 		name:     obj.Name,
-		policy:   defaultPolicy(obj.Spec.RewritePolicy),
+		policy:   EffectivePolicy(obj.Spec.RewritePolicy),
 		scope:    sc,
 		authPath: MirrorAuthPath(d),
 		insecure: d.Insecure,
@@ -298,7 +300,8 @@ func MirrorAuthPath(d *v1alpha1.MirrorDestination) string {
 	return strings.TrimSuffix(d.Path, "/")
 }
 
-func defaultPolicy(p v1alpha1.RewritePolicy) v1alpha1.RewritePolicy {
+// EffectivePolicy is a resource's rewritePolicy, OnFailure when unset (the CRD's default).
+func EffectivePolicy(p v1alpha1.RewritePolicy) v1alpha1.RewritePolicy {
 	if p == "" {
 		return v1alpha1.RewritePolicyOnFailure
 	}

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/distribution/reference"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -112,10 +111,10 @@ func FromImageAlternative(obj *v1alpha1.ImageAlternative) (*Resource, error) {
 		Name:       obj.Name,
 		UID:        obj.UID,
 		Generation: obj.Generation,
-		Policy:     defaultPolicy(obj.Spec.RewritePolicy),
+		Policy:     routing.EffectivePolicy(obj.Spec.RewritePolicy),
 	}
 	var err error
-	if r.namespaces, err = namespaceSelector(obj.Spec.NamespaceSelector); err != nil {
+	if r.namespaces, err = routing.CompileSelector(obj.Spec.NamespaceSelector); err != nil {
 		return nil, fmt.Errorf("%w: %s %q: spec.namespaceSelector: %w", ErrInvalidResource, r.Kind, r.Name, err)
 	}
 	r.Entries = make([]Entry, 0, len(obj.Spec.Alternatives))
@@ -125,10 +124,10 @@ func FromImageAlternative(obj *v1alpha1.ImageAlternative) (*Resource, error) {
 		switch {
 		case a.Repository != "":
 			e.form, e.Path = formRepository, a.Repository
-			e.name, err = normalizeRepository(a.Repository)
+			e.name, err = routing.NormalizeRepository(a.Repository)
 		case a.RepositoryGroup != "":
 			e.form, e.Path = formGroup, a.RepositoryGroup
-			e.name, err = normalizePathPrefix(a.RepositoryGroup)
+			e.name, err = routing.NormalizeGroup(a.RepositoryGroup)
 		default:
 			err = errors.New("neither repository nor repositoryGroup is set")
 		}
@@ -148,10 +147,10 @@ func FromImageMirror(obj *v1alpha1.ImageMirror) (*Resource, error) {
 		Name:       obj.Name,
 		UID:        obj.UID,
 		Generation: obj.Generation,
-		Policy:     defaultPolicy(obj.Spec.RewritePolicy),
+		Policy:     routing.EffectivePolicy(obj.Spec.RewritePolicy),
 	}
 	var err error
-	if r.namespaces, err = namespaceSelector(obj.Spec.NamespaceSelector); err != nil {
+	if r.namespaces, err = routing.CompileSelector(obj.Spec.NamespaceSelector); err != nil {
 		return nil, fmt.Errorf("%w: %s %q: spec.namespaceSelector: %w", ErrInvalidResource, r.Kind, r.Name, err)
 	}
 	d := &obj.Spec.Destination
@@ -160,27 +159,12 @@ func FromImageMirror(obj *v1alpha1.ImageMirror) (*Resource, error) {
 		e.Auth = d.Pull.Auth
 		e.Injects = d.Pull.Auth.Injects()
 	}
-	if e.name, err = normalizePathPrefix(d.Path); err != nil {
+	if e.name, err = routing.NormalizeDestination(d.Path); err != nil {
 		return nil, fmt.Errorf("%w: %s %q: spec.destination.path: %w", ErrInvalidResource, r.Kind, r.Name, err)
 	}
 	e.Key = authsKey(e.Path)
 	r.Entries = []Entry{e}
 	return r, nil
-}
-
-func defaultPolicy(p v1alpha1.RewritePolicy) v1alpha1.RewritePolicy {
-	if p == "" {
-		return v1alpha1.RewritePolicyOnFailure
-	}
-	return p
-}
-
-func namespaceSelector(sel *metav1.LabelSelector) (labels.Selector, error) {
-	// LabelSelectorAsSelector turns nil into Nothing, while the API says nil selects everything.
-	if sel == nil || len(sel.MatchLabels)+len(sel.MatchExpressions) == 0 {
-		return nil, nil
-	}
-	return metav1.LabelSelectorAsSelector(sel)
 }
 
 // authsKey is the auths key of an entry path: as written when the kubelet reads it as the same
@@ -195,37 +179,6 @@ func authsKey(path string) string {
 		return path
 	}
 	return normalized
-}
-
-func normalizeRepository(s string) (string, error) {
-	named, err := reference.ParseNormalizedNamed(s)
-	if err != nil {
-		return "", fmt.Errorf("parse repository %q: %w", s, err)
-	}
-	if !reference.IsNameOnly(named) {
-		return "", fmt.Errorf("repository %q has a tag or digest", s)
-	}
-	return named.Name(), nil
-}
-
-// normalizePathPrefix normalizes a repositoryGroup or a destination.path, without its trailing
-// '/': the parser decides where the host ends once the path is completed into a repository name
-// (quay.io/acme/ is quay.io/acme, library/ is docker.io/library, registry.tld/ is registry.tld).
-func normalizePathPrefix(s string) (string, error) {
-	const below = "/x/x"
-	trimmed := strings.TrimSuffix(s, "/")
-	if trimmed == "" {
-		return "", fmt.Errorf("empty path %q", s)
-	}
-	named, err := reference.ParseNormalizedNamed(trimmed + below)
-	if err != nil {
-		return "", fmt.Errorf("parse path %q: %w", s, err)
-	}
-	name, ok := strings.CutSuffix(named.Name(), below)
-	if !ok || !reference.IsNameOnly(named) {
-		return "", fmt.Errorf("path %q is not a repository path", s)
-	}
-	return name, nil
 }
 
 // servedBy returns the entries of the resource that an image (a container's current, rewritten

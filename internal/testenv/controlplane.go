@@ -85,7 +85,7 @@ func start(ctx context.Context, assets string, opts Options) (cp *ControlPlane, 
 			cp.Stop()
 		}
 	}()
-	ports, err := freePorts(3)
+	ports, err := FreePorts(3)
 	if err != nil {
 		return nil, err
 	}

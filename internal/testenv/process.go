@@ -122,9 +122,9 @@ func (p *process) waitFor(ctx context.Context, timeout time.Duration, check func
 	}
 }
 
-// freePorts reserves n distinct free ports on 127.0.0.1. Another process may take one before
-// the binary binds it; Start retries the whole start when that happens.
-func freePorts(n int) ([]int, error) {
+// FreePorts finds n distinct ports of 127.0.0.1 that nothing listens on right now. Another
+// process may take one before it is bound; Start retries the whole start when that happens.
+func FreePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	var ls []net.Listener
 	defer func() {

@@ -135,6 +135,9 @@ func TestValidatingAdmissionPolicyRefusesOneIdentity(t *testing.T) {
 	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(t.Context(), policy, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(context.Background(), policy.Name, metav1.DeleteOptions{})
+	})
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "smoke-no-configmaps-for-mallory"},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
@@ -145,6 +148,9 @@ func TestValidatingAdmissionPolicyRefusesOneIdentity(t *testing.T) {
 	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+	})
 	grantConfigMaps(t, cs, ns, "mallory", "alice")
 
 	as := func(user string) kubernetes.Interface {
@@ -154,17 +160,19 @@ func TestValidatingAdmissionPolicyRefusesOneIdentity(t *testing.T) {
 		}
 		return c
 	}
-	// The policy binds asynchronously: poll with dry-run creates until mallory is refused.
+	// The policy binds, and the RBAC grant takes effect, asynchronously: poll with dry-run
+	// creates until mallory is refused by the policy (not by RBAC) and alice is admitted.
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "smoke-"}}
-	var refusal error
+	var refusal, aliceErr error
 	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, refusal = as("mallory").CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return refusal != nil, nil
+		_, aliceErr = as("alice").CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return apierrors.IsInvalid(refusal) && aliceErr == nil, nil
 	})
 	if err != nil {
-		t.Fatalf("policy never refused mallory: %v", err)
+		t.Fatalf("policy never took effect: mallory got %v, alice got %v", refusal, aliceErr)
 	}
-	if !apierrors.IsInvalid(refusal) || !strings.Contains(refusal.Error(), "mallory may not create ConfigMaps") {
+	if !strings.Contains(refusal.Error(), "mallory may not create ConfigMaps") {
 		t.Errorf("mallory's refusal = %v, want the policy's message", refusal)
 	}
 	if _, err := as("alice").CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -28,6 +27,7 @@ import (
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/internal/testutil"
+	"github.com/enix/kuik/internal/testutil/kuikenv"
 	"github.com/enix/kuik/internal/webhook"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -98,12 +98,10 @@ func BenchmarkAdmissionHTTPS(b *testing.B) {
 	if err := pair.WriteFiles(dir, "tls.crt", "tls.key"); err != nil {
 		b.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := kuikenv.FreePort()
 	if err != nil {
 		b.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	srv := ctrlwebhook.NewServer(ctrlwebhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir})
 	srv.Register("/mutate-pods", &ctrlwebhook.Admission{Handler: &webhook.PodMutator{
 		Index:      &ix,
@@ -192,12 +190,11 @@ func reviewBody(b *testing.B, p *corev1.Pod) []byte {
 
 func closedAddr(b *testing.B) string {
 	b.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := kuikenv.FreeAddr()
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return a
 }
 
 // BenchmarkHandle is the pod mutator alone (decode, route, patch), 1,000 resources, warm cache.

@@ -12,7 +12,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -170,22 +169,20 @@ func (c *Chart) Args(component string) (map[string]string, error) {
 
 // FreeAddr is a 127.0.0.1:port nothing listens on right now.
 func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := FreePort()
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return "127.0.0.1:" + strconv.Itoa(p), nil
 }
 
 // FreePort is a port of 127.0.0.1 nothing listens on right now.
 func FreePort() (int, error) {
-	a, err := FreeAddr()
+	ports, err := testenv.FreePorts(1)
 	if err != nil {
 		return 0, err
 	}
-	_, p, _ := net.SplitHostPort(a)
-	return strconv.Atoi(p)
+	return ports[0], nil
 }
 
 // Process is a kuik process running in a goroutine.
