@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -62,6 +63,7 @@ var (
 	flagSamples    = flag.Int("latency-samples", 200, "OnFailure latency samples")
 	flagDebounce   = flag.Duration("debounce", 200*time.Millisecond, "syncer debounce")
 	flagResync     = flag.Duration("resync", time.Minute, "syncer resync period (phase 2 waits for one)")
+	flagCPUProfile = flag.String("cpuprofile", "", "write a CPU profile of the convergence phase (syncer in-process) to this file")
 )
 
 func main() {
@@ -177,6 +179,15 @@ func run(ctx context.Context) error {
 	always := testutil.NewImageAlternative("always").Policy(v1alpha1.RewritePolicyAlways).
 		NamespaceSelector(map[string]string{"bench": "always"}).
 		Repository("quay.io/acme/foo").SecretRef("creds").Build()
+	if *flagCPUProfile != "" {
+		f, err := os.Create(*flagCPUProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	t0 = time.Now()
 	if err := cl.Create(ctx, &always); err != nil {
 		return err
@@ -188,6 +199,7 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("convergence: %w", err)
 	}
 	converge := time.Since(t0)
+	pprof.StopCPUProfile()
 	applySpan := fmt.Sprintf("first apply request at +%s, last at +%s",
 		time.Duration(firstApply.Load()-t0.UnixNano()).Round(time.Millisecond), time.Duration(lastApply.Load()-t0.UnixNano()).Round(time.Millisecond))
 	floor2, err := floor("bench-floor-2")
