@@ -63,7 +63,9 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) (resp ad
 		switch {
 		case d.Image != d.Original:
 			metrics.Rewrites.WithLabelValues(string(d.Source.Kind), d.Source.Name, d.Reason).Inc()
-			logger().V(1).Info("Rewrote container image", "container", d.Container, "from", d.Original, "to", d.Image, "by", d.Source.String(), "reason", d.Reason)
+			if l := log.FromContext(ctx).V(1); l.Enabled() {
+				l.Info("Rewrote container image", "namespace", req.Namespace, "name", req.Name, "uid", req.UID, "container", d.Container, "from", d.Original, "to", d.Image, "by", d.Source.String(), "reason", d.Reason)
+			}
 		case d.Reason != "":
 			metrics.NoAlternatives.Inc()
 			logger().Info("No candidate available, container left untouched", "container", d.Container, "image", d.Original, "candidates", d.Candidates)
