@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"helm.sh/helm/v3/pkg/action"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -233,8 +234,9 @@ func up(ctx context.Context, dir string) (err error) {
 		return err
 	}
 	fmt.Println("    with kuik's Secret:", digest)
-	if _, err := pullLikeKubelet(ctx, got.Spec.Containers[0].Image, nil); err == nil || !strings.Contains(err.Error(), "401") {
-		return fmt.Errorf("the registry should refuse a pull without kuik's Secret, got %w", err)
+	var refused *transport.Error
+	if _, err := pullLikeKubelet(ctx, got.Spec.Containers[0].Image, nil); !errors.As(err, &refused) || refused.StatusCode != http.StatusUnauthorized {
+		return fmt.Errorf("the registry should refuse a pull without kuik's Secret with 401, got %w", err)
 	}
 	fmt.Println("    without it:         401 Unauthorized")
 
