@@ -10,7 +10,6 @@ package e2e_test
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"fmt"
 	"os"
 	"sync"
@@ -109,11 +108,10 @@ func setup() (*world, error) {
 	if w.down, err = kuikenv.FreeAddr(); err != nil {
 		return nil, err
 	}
-	auth := base64.StdEncoding.EncodeToString([]byte(registryUser + ":" + registryPassword))
 	_, err = w.cs.CoreV1().Secrets(crns).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: registrySecret},
 		Type:       corev1.SecretTypeDockerConfigJson,
-		Data:       map[string][]byte{corev1.DockerConfigJsonKey: fmt.Appendf(nil, `{"auths":{%q:{"auth":%q}}}`, w.registry.Host, auth)},
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: testutil.DockerConfigJSON(map[string]string{w.registry.Host: registryUser + ":" + registryPassword})},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +35,7 @@ import (
 
 	"github.com/enix/kuik/charts"
 	"github.com/enix/kuik/internal/testenv"
+	"github.com/enix/kuik/internal/testutil"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
@@ -164,11 +164,11 @@ func up(ctx context.Context, dir string) (err error) {
 	}
 
 	step("applying an ImageAlternative: %s is down, %s/demo/hello holds the same images", upstream, registryHost)
-	dockerconfig := fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, registryHost, base64.StdEncoding.EncodeToString([]byte(registryUser+":"+registryPassword)))
+	dockerconfig := testutil.DockerConfigJSON(map[string]string{registryHost: registryUser + ":" + registryPassword})
 	if _, err := cs.CoreV1().Secrets(releaseNamespace).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "demo-registry"},
 		Type:       corev1.SecretTypeDockerConfigJson,
-		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(dockerconfig)},
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: dockerconfig},
 	}, metav1.CreateOptions{}); err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package webhook_test
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"os"
 	"strings"
@@ -77,11 +76,11 @@ func start() (*world, error) {
 
 	reg := testutil.NewRegistry(&noopTB{}, "puller", "s3cret")
 	reg.Push(&noopTB{}, "acme/app:v1")
-	dockerconfig := fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, reg.Host, base64.StdEncoding.EncodeToString([]byte("puller:s3cret")))
+	dockerconfig := testutil.DockerConfigJSON(map[string]string{reg.Host: "puller:s3cret"})
 	_, err = cs.CoreV1().Secrets(crns).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "private-registry"},
 		Type:       corev1.SecretTypeDockerConfigJson,
-		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(dockerconfig)},
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: dockerconfig},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return nil, err

@@ -14,8 +14,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"net/http"
@@ -106,7 +104,7 @@ func run(ctx context.Context) error {
 	creds := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: crns},
 		Type:       corev1.SecretTypeDockerConfigJson,
-		Data:       map[string][]byte{corev1.DockerConfigJsonKey: dockerConfig(map[string]string{"quay.io": "user:password", "registry.tld": "mirror:password"})},
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: testutil.DockerConfigJSON(map[string]string{"quay.io": "user:password", "registry.tld": "mirror:password"})},
 	}
 	if _, err := cs.CoreV1().Secrets(crns).Create(ctx, creds, metav1.CreateOptions{}); err != nil {
 		return err
@@ -127,7 +125,7 @@ func run(ctx context.Context) error {
 	fmt.Printf("created %d namespaces in %s\n", n, time.Since(t0).Round(time.Millisecond))
 
 	// 1. Floor: a bare client, same concurrency, same Secret shape.
-	data := dockerConfig(map[string]string{"quay.io/acme/foo": "user:password"})
+	data := testutil.DockerConfigJSON(map[string]string{"quay.io/acme/foo": "user:password"})
 	floor := func(name string) (time.Duration, error) {
 		t0 := time.Now()
 		err := parallel(ctx, n, *flagWorkers, func(ctx context.Context, i int) error {
@@ -526,15 +524,6 @@ func parallel(ctx context.Context, n, workers int, fn func(context.Context, int)
 	}
 	wg.Wait()
 	return context.Cause(ctx)
-}
-
-func dockerConfig(auths map[string]string) []byte {
-	doc := map[string]map[string]map[string]string{"auths": {}}
-	for k, up := range auths {
-		doc["auths"][k] = map[string]string{"auth": base64.StdEncoding.EncodeToString([]byte(up))}
-	}
-	b, _ := json.Marshal(doc)
-	return b
 }
 
 // plainPod is a pod no resource rewrote, of a realistic size (~3 KiB).

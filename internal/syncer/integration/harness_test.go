@@ -6,7 +6,6 @@ package integration_test
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -33,6 +32,7 @@ import (
 	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/syncer"
 	"github.com/enix/kuik/internal/testenv"
+	"github.com/enix/kuik/internal/testutil"
 	"github.com/enix/kuik/internal/testutil/kuikenv"
 )
 
@@ -185,16 +185,6 @@ func createNamespace(t *testing.T, e env, labels map[string]string) string {
 	return ns.Name
 }
 
-// dockerConfig is a .dockerconfigjson with auths key -> "user:password".
-func dockerConfig(auths map[string]string) []byte {
-	doc := map[string]map[string]map[string]string{"auths": {}}
-	for k, up := range auths {
-		doc["auths"][k] = map[string]string{"auth": base64.StdEncoding.EncodeToString([]byte(up))}
-	}
-	b, _ := json.Marshal(doc)
-	return b
-}
-
 // putSecret creates or replaces a Secret in the cluster resource namespace.
 func putSecret(t *testing.T, e env, s *corev1.Secret) {
 	t.Helper()
@@ -213,7 +203,7 @@ func pullSecret(name string, auths map[string]string) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Type:       corev1.SecretTypeDockerConfigJson,
-		Data:       map[string][]byte{corev1.DockerConfigJsonKey: dockerConfig(auths)},
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: testutil.DockerConfigJSON(auths)},
 	}
 }
 

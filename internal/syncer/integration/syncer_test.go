@@ -309,7 +309,7 @@ func TestResyncRestoresDeletedOrEditedSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Data[corev1.DockerConfigJsonKey] = dockerConfig(map[string]string{"quay.io/acme/foo": "mallory:pw"})
+	s.Data[corev1.DockerConfigJsonKey] = testutil.DockerConfigJSON(map[string]string{"quay.io/acme/foo": "mallory:pw"})
 	if _, err := e.cs.CoreV1().Secrets(ns).Update(t.Context(), s, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
 		t.Fatal(err)
 	}
