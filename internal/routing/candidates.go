@@ -39,7 +39,7 @@ type Candidate struct {
 // original sits on an unavailable entry and nothing else is left, the list is empty. The only
 // error is an image that does not parse.
 func (ix *Index) Candidates(image string, podLabels, namespaceLabels labels.Set) ([]Candidate, error) {
-	img, err := parseImage(image)
+	img, err := ix.parse(image)
 	if err != nil {
 		return nil, err
 	}

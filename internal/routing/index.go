@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -13,11 +15,37 @@ import (
 )
 
 // Index holds compiled routing resources. Build it once per change and share it read-only
-// across goroutines: nothing in it is written after NewIndex returns.
+// across goroutines: nothing in it is written after NewIndex returns, but for a bounded cache
+// of parsed images that is safe for concurrent use.
 type Index struct {
 	root         node
 	alternatives []*alternativeResource // by name
 	mirrors      []*mirrorResource      // by name, rewritePolicy None left out
+
+	// parsed caches parseImage: the pods of a rollout carry the same images, and parsing is
+	// most of a lookup (the reference grammar's regular expressions).
+	parsed     sync.Map // string -> imageRef
+	parsedSize atomic.Int32
+}
+
+// maxParsed bounds the parse cache; past it images are parsed every time (a new Index, built
+// on every routing resource change, starts empty).
+const maxParsed = 4096
+
+func (ix *Index) parse(image string) (imageRef, error) {
+	if ix == nil {
+		return parseImage(image)
+	}
+	if v, ok := ix.parsed.Load(image); ok {
+		return v.(imageRef), nil
+	}
+	ref, err := parseImage(image)
+	if err == nil && ix.parsedSize.Load() < maxParsed {
+		if _, loaded := ix.parsed.LoadOrStore(image, ref); !loaded {
+			ix.parsedSize.Add(1)
+		}
+	}
+	return ref, err
 }
 
 // node is one path segment of the trie; the host is the first segment below the root.

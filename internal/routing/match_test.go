@@ -234,3 +234,32 @@ func TestNormalize(t *testing.T) {
 		})
 	}
 }
+
+// The parse cache must answer exactly what parsing does, for repeated and for new images.
+func TestCandidatesAreTheSameFromTheParseCache(t *testing.T) {
+	ix, errs := routing.NewIndex([]v1alpha1.ImageAlternative{
+		testutil.NewImageAlternative("acme").Repository("quay.io/acme/foo").Repository("registry.local/acme/foo").Build(),
+	}, nil)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for _, image := range []string{"quay.io/acme/foo:v1", "quay.io/acme/foo:v1", "quay.io/acme/foo@sha256:" + strings.Repeat("a", 64), "nginx", "nginx"} {
+		first, err := ix.Candidates(image, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := ix.Candidates(image, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(first, again); diff != "" {
+			t.Errorf("%s: second lookup differs (-first +again):\n%s", image, diff)
+		}
+	}
+	if _, err := ix.Candidates("UPPER/Case", nil, nil); err == nil {
+		t.Error("an invalid image parsed")
+	}
+	if _, err := ix.Candidates("UPPER/Case", nil, nil); err == nil {
+		t.Error("an invalid image parsed the second time (cached?)")
+	}
+}
