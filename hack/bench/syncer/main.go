@@ -37,7 +37,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,6 +44,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/enix/kuik/internal/metrics"
+	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/internal/syncer"
 	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/internal/testutil"
@@ -124,14 +124,15 @@ func run(ctx context.Context) error {
 	}
 	fmt.Printf("created %d namespaces in %s\n", n, time.Since(t0).Round(time.Millisecond))
 
-	// 1. Floor: a bare client, same concurrency, same Secret shape.
+	// 1. Floor: a bare client, same concurrency, applying exactly what the syncer applies (the
+	// same labels, type, data and a controller ownerReference), built by the syncer's own
+	// functions, under another name.
 	data := testutil.DockerConfigJSON(map[string]string{"quay.io/acme/foo": "user:password"})
 	floor := func(name string) (time.Duration, error) {
+		owner := &syncer.Resource{Kind: routing.KindImageAlternative, Name: name, UID: types.UID(name)}
 		t0 := time.Now()
 		err := parallel(ctx, n, *flagWorkers, func(ctx context.Context, i int) error {
-			ac := corev1ac.Secret(name, names[i]).WithType(corev1.SecretTypeDockerConfigJson).
-				WithLabels(map[string]string{v1alpha1.LabelManagedBy: "bench"}).
-				WithData(map[string][]byte{corev1.DockerConfigJsonKey: data})
+			ac := syncer.ApplyConfiguration(syncer.DesiredSecret(owner, names[i], data))
 			_, err := cs.CoreV1().Secrets(names[i]).Apply(ctx, ac, metav1.ApplyOptions{FieldManager: "bench", Force: true})
 			return err
 		})
@@ -204,7 +205,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	list, err := cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelManagedBy + "=" + v1alpha1.ManagedBySecretSyncer})
+	list, err := cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + routing.PullSecretName(routing.KindImageAlternative, always.Name)})
 	if err != nil {
 		return err
 	}
