@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"strings"
+	"sync"
 
 	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,17 @@ type SecretGetter func(ctx context.Context, name string) (*corev1.Secret, error)
 type ProbeChooser struct {
 	Prober  *probe.Prober
 	Secrets SecretGetter
+
+	// parsed remembers each Secret's parse by resourceVersion: every admission of a covered
+	// image needs its credential (it keys the probe cache), and the Secret rarely changes.
+	mu     sync.Mutex
+	parsed map[string]parsedSecret
+}
+
+type parsedSecret struct {
+	resourceVersion string
+	config          *credentials.DockerConfig
+	err             error
 }
 
 // Choose implements Chooser.
@@ -78,7 +90,7 @@ func (c *ProbeChooser) credential(ctx context.Context, cand routing.Candidate) p
 	if err != nil {
 		return probe.Credential{}
 	}
-	cfg, err := credentials.ParseSecret(s)
+	cfg, err := c.parse(s)
 	if err != nil {
 		return probe.Credential{}
 	}
@@ -91,6 +103,20 @@ func (c *ProbeChooser) credential(ctx context.Context, cand routing.Candidate) p
 		return probe.Credential{}
 	}
 	return probe.Credential{Username: entry.Username, Password: entry.Password}
+}
+
+func (c *ProbeChooser) parse(s *corev1.Secret) (*credentials.DockerConfig, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.parsed[s.Name]; ok && p.resourceVersion == s.ResourceVersion && s.ResourceVersion != "" {
+		return p.config, p.err
+	}
+	cfg, err := credentials.ParseSecret(s)
+	if c.parsed == nil {
+		c.parsed = map[string]parsedSecret{}
+	}
+	c.parsed[s.Name] = parsedSecret{resourceVersion: s.ResourceVersion, config: cfg, err: err}
+	return cfg, err
 }
 
 // ProviderSecretName is where the secret-syncer keeps a provider's credential.

@@ -452,3 +452,39 @@ func TestWebhookRoutesNewEphemeralContainers(t *testing.T) {
 		t.Errorf("ephemeral image = %s, want %s (the entry that needs no injected secret)", got.Spec.EphemeralContainers[0].Image, want)
 	}
 }
+
+// A rotated secretRef Secret is used from its next resourceVersion on: a wrong password makes
+// the private entry unavailable, the fixed one makes it win.
+func TestWebhookUsesARotatedCredential(t *testing.T) {
+	w := setup(t)
+	ns := w.namespace(t, map[string]string{"rotation": "yes"})
+	upstream := w.down + "/acme/app"
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "rotating", Namespace: crns},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: testutil.DockerConfigJSON(map[string]string{w.registry.Host: "puller:wrong"})},
+	}
+	w.create(t, secret)
+	w.create(t, &v1alpha1.ImageAlternative{
+		ObjectMeta: metav1.ObjectMeta{Name: "rotation"},
+		Spec: v1alpha1.ImageAlternativeSpec{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rotation": "yes"}},
+			Alternatives: []v1alpha1.Alternative{
+				{Repository: upstream},
+				{Repository: w.registry.Host + "/acme/app", Insecure: true, Auth: &v1alpha1.Auth{SecretRef: &v1alpha1.LocalSecretReference{Name: "rotating"}}},
+			},
+		},
+	})
+	w.createPod(t, ns, simplePod(upstream+":v1"), func(p *corev1.Pod) bool {
+		return p.Annotations[v1alpha1.AnnotationReason] == `{"app":"NoAlternatives"}`
+	})
+
+	secret.Data[corev1.DockerConfigJsonKey] = testutil.DockerConfigJSON(map[string]string{w.registry.Host: "puller:s3cret"})
+	if err := w.c.Update(t.Context(), secret); err != nil {
+		t.Fatal(err)
+	}
+	got := w.createPod(t, ns, simplePod(upstream+":v1"), func(p *corev1.Pod) bool { return p.Labels[v1alpha1.LabelRewritten] == "true" })
+	if want := w.registry.Host + "/acme/app:v1"; got.Spec.Containers[0].Image != want {
+		t.Errorf("image = %s, want %s", got.Spec.Containers[0].Image, want)
+	}
+}
