@@ -34,6 +34,7 @@ import (
 	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/internal/testutil"
 	"github.com/enix/kuik/internal/testutil/kuikenv"
+	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
 var cp *testenv.ControlPlane
@@ -335,3 +336,13 @@ func absentFor(t *testing.T, e env, ns, name string, d time.Duration) {
 }
 
 func clientKey(name string) client.ObjectKey { return client.ObjectKey{Name: name} }
+
+// alwaysForScope creates the Secret <n>-creds (quay.io -> userPass) and an Always
+// ImageAlternative n injecting it for quay.io/acme/foo into the namespaces labelled scope=n.
+func alwaysForScope(t *testing.T, e env, n, userPass string) {
+	t.Helper()
+	putSecret(t, e, pullSecret(n+"-creds", map[string]string{"quay.io": userPass}))
+	ia := testutil.NewImageAlternative(n).Policy(v1alpha1.RewritePolicyAlways).NamespaceSelector(map[string]string{"scope": n}).
+		Repository("quay.io/acme/foo").SecretRef(n + "-creds").Build()
+	create(t, e, &ia)
+}

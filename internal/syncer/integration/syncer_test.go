@@ -265,10 +265,7 @@ func injectionEvents(ctx context.Context, t *testing.T, cs kubernetes.Interface,
 func TestSecretRefRotationUpdatesEveryPair(t *testing.T) {
 	e := harness(t)
 	n := name(t)
-	putSecret(t, e, pullSecret(n+"-creds", map[string]string{"quay.io": "u:old"}))
-	ia := testutil.NewImageAlternative(n).Policy(v1alpha1.RewritePolicyAlways).NamespaceSelector(map[string]string{"scope": n}).
-		Repository("quay.io/acme/foo").SecretRef(n + "-creds").Build()
-	create(t, e, &ia)
+	alwaysForScope(t, e, n, "u:old")
 	var namespaces []string
 	for range 3 {
 		namespaces = append(namespaces, createNamespace(t, e, map[string]string{"scope": n}))
@@ -288,10 +285,7 @@ func TestSecretRefRotationUpdatesEveryPair(t *testing.T) {
 func TestResyncRestoresDeletedOrEditedSecret(t *testing.T) {
 	e := harness(t)
 	n := name(t)
-	putSecret(t, e, pullSecret(n+"-creds", map[string]string{"quay.io": "u:pw"}))
-	ia := testutil.NewImageAlternative(n).Policy(v1alpha1.RewritePolicyAlways).NamespaceSelector(map[string]string{"scope": n}).
-		Repository("quay.io/acme/foo").SecretRef(n + "-creds").Build()
-	create(t, e, &ia)
+	alwaysForScope(t, e, n, "u:pw")
 	ns := createNamespace(t, e, map[string]string{"scope": n})
 	opts := syncerConfig()
 	opts.ResyncPeriod = time.Second
@@ -322,10 +316,7 @@ func TestResyncRestoresDeletedOrEditedSecret(t *testing.T) {
 func TestRestartAppliesEveryPairOnce(t *testing.T) {
 	e := harness(t)
 	n := name(t)
-	putSecret(t, e, pullSecret(n+"-creds", map[string]string{"quay.io": "u:pw"}))
-	ia := testutil.NewImageAlternative(n).Policy(v1alpha1.RewritePolicyAlways).NamespaceSelector(map[string]string{"scope": n}).
-		Repository("quay.io/acme/foo").SecretRef(n + "-creds").Build()
-	create(t, e, &ia)
+	alwaysForScope(t, e, n, "u:pw")
 	var namespaces []string
 	for range 3 {
 		namespaces = append(namespaces, createNamespace(t, e, map[string]string{"scope": n}))
@@ -442,10 +433,7 @@ func TestIdentityCannotReadSecretsOutsideItsNamespace(t *testing.T) {
 func TestStandbyTakesOverWhenLeaderStops(t *testing.T) {
 	e := harness(t)
 	n := name(t)
-	putSecret(t, e, pullSecret(n+"-creds", map[string]string{"quay.io": "u:pw"}))
-	ia := testutil.NewImageAlternative(n).Policy(v1alpha1.RewritePolicyAlways).NamespaceSelector(map[string]string{"scope": n}).
-		Repository("quay.io/acme/foo").SecretRef(n + "-creds").Build()
-	create(t, e, &ia)
+	alwaysForScope(t, e, n, "u:pw")
 	first := createNamespace(t, e, map[string]string{"scope": n})
 	opts := syncerConfig()
 	opts.LeaderElection = true
