@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/enix/kuik/charts"
 	"github.com/enix/kuik/internal/syncer"
 	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/internal/testutil"
@@ -97,7 +96,7 @@ func setup() (*world, error) {
 		return nil, err
 	}
 	// The chart's CRDs, as `helm install` creates them first (the same as config/crd).
-	if err := charts.Apply(ctx, cp.Config(), w.chart.CRDs()); err != nil {
+	if err := testenv.Apply(ctx, cp.Config(), w.chart.CRDs()); err != nil {
 		return nil, err
 	}
 	if _, err := w.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: crns}}, metav1.CreateOptions{}); err != nil {
@@ -144,7 +143,7 @@ func setup() (*world, error) {
 	objs = append(objs, w.chart.Identity(kuikenv.ComponentSyncer)...)
 	objs = append(objs, w.chart.AdmissionPolicy()...)
 	objs = append(objs, hooks...)
-	if err := charts.Apply(ctx, cp.Config(), objs); err != nil {
+	if err := testenv.Apply(ctx, cp.Config(), objs); err != nil {
 		return nil, err
 	}
 

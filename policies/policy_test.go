@@ -84,7 +84,7 @@ func setup(t *testing.T) {
 	if objs[len(objs)-1] == nil || objs[len(objs)-2] == nil {
 		t.Fatalf("the chart renders no %s policy and binding", policyName)
 	}
-	if err := charts.Apply(t.Context(), cp.Config(), objs); err != nil {
+	if err := testenv.Apply(t.Context(), cp.Config(), objs); err != nil {
 		t.Fatal(err)
 	}
 	cs := admin(t)

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/enix/kuik/charts"
 	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/internal/testutil"
 	"github.com/enix/kuik/internal/testutil/kuikenv"
@@ -105,7 +104,7 @@ func start() (*world, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := charts.Apply(ctx, cp.Config(), append(chart.Identity(kuikenv.ComponentWebhook), hooks...)); err != nil {
+	if err := testenv.Apply(ctx, cp.Config(), append(chart.Identity(kuikenv.ComponentWebhook), hooks...)); err != nil {
 		return nil, err
 	}
 	_, err = kuikenv.StartWebhook(ctx, cp, chart, webhookPort, webhook.Config{

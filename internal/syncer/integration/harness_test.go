@@ -28,7 +28,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/enix/kuik/charts"
 	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/syncer"
 	"github.com/enix/kuik/internal/testenv"
@@ -102,7 +101,7 @@ func installRBAC(ctx context.Context, cs kubernetes.Interface) error {
 	if len(objs) != 5 {
 		return fmt.Errorf("the chart renders %d RBAC objects for the syncer, want a ServiceAccount, a ClusterRole, a Role and their bindings", len(objs))
 	}
-	return charts.Apply(ctx, cp.Config(), objs)
+	return testenv.Apply(ctx, cp.Config(), objs)
 }
 
 func harness(t *testing.T) env {

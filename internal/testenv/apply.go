@@ -1,4 +1,4 @@
-package charts
+package testenv
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func Apply(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructu
 		if m.Scope.Name() == "namespace" {
 			ri = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
 		}
-		if _, err := ri.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: "kuik-chart-test", Force: true}); err != nil {
+		if _, err := ri.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: "kuik-testenv", Force: true}); err != nil {
 			return fmt.Errorf("applying %s %s/%s: %w", gvk.Kind, o.GetNamespace(), o.GetName(), err)
 		}
 		if gvk.Kind == "CustomResourceDefinition" {
