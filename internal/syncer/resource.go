@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/distribution/reference"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -104,29 +105,38 @@ type Entry struct {
 // entries or selectors do not parse; the API server's validation normally keeps them out.
 var ErrInvalidResource = errors.New("invalid routing resource")
 
-// FromImageAlternative reads an ImageAlternative.
-func FromImageAlternative(obj *v1alpha1.ImageAlternative) (*Resource, error) {
+// newResource reads what both kinds share: identity, policy and namespaceSelector.
+func newResource(kind routing.Kind, meta *metav1.ObjectMeta, policy v1alpha1.RewritePolicy, namespaces *metav1.LabelSelector) (*Resource, error) {
 	r := &Resource{
-		Kind:       routing.KindImageAlternative,
-		Name:       obj.Name,
-		UID:        obj.UID,
-		Generation: obj.Generation,
-		Policy:     routing.EffectivePolicy(obj.Spec.RewritePolicy),
+		Kind:       kind,
+		Name:       meta.Name,
+		UID:        meta.UID,
+		Generation: meta.Generation,
+		Policy:     routing.EffectivePolicy(policy),
 	}
 	var err error
-	if r.namespaces, err = routing.CompileSelector(obj.Spec.NamespaceSelector); err != nil {
+	if r.namespaces, err = routing.CompileSelector(namespaces); err != nil {
 		return nil, fmt.Errorf("%w: %s %q: spec.namespaceSelector: %w", ErrInvalidResource, r.Kind, r.Name, err)
+	}
+	return r, nil
+}
+
+// FromImageAlternative reads an ImageAlternative.
+func FromImageAlternative(obj *v1alpha1.ImageAlternative) (*Resource, error) {
+	r, err := newResource(routing.KindImageAlternative, &obj.ObjectMeta, obj.Spec.RewritePolicy, obj.Spec.NamespaceSelector)
+	if err != nil {
+		return nil, err
 	}
 	r.Entries = make([]Entry, 0, len(obj.Spec.Alternatives))
 	for i := range obj.Spec.Alternatives {
 		a := &obj.Spec.Alternatives[i]
-		e := Entry{Index: i, Field: fmt.Sprintf("spec.alternatives[%d]", i), Auth: a.Auth, Injects: a.Auth.Injects()}
+		e := Entry{Index: i, Field: fmt.Sprintf("spec.alternatives[%d]", i), Path: routing.AlternativeAuthPath(a), Auth: a.Auth, Injects: a.Auth.Injects()}
 		switch {
 		case a.Repository != "":
-			e.form, e.Path = formRepository, a.Repository
+			e.form = formRepository
 			e.name, err = routing.NormalizeRepository(a.Repository)
 		case a.RepositoryGroup != "":
-			e.form, e.Path = formGroup, a.RepositoryGroup
+			e.form = formGroup
 			e.name, err = routing.NormalizeGroup(a.RepositoryGroup)
 		default:
 			err = errors.New("neither repository nor repositoryGroup is set")
@@ -142,19 +152,12 @@ func FromImageAlternative(obj *v1alpha1.ImageAlternative) (*Resource, error) {
 
 // FromImageMirror reads an ImageMirror.
 func FromImageMirror(obj *v1alpha1.ImageMirror) (*Resource, error) {
-	r := &Resource{
-		Kind:       routing.KindImageMirror,
-		Name:       obj.Name,
-		UID:        obj.UID,
-		Generation: obj.Generation,
-		Policy:     routing.EffectivePolicy(obj.Spec.RewritePolicy),
-	}
-	var err error
-	if r.namespaces, err = routing.CompileSelector(obj.Spec.NamespaceSelector); err != nil {
-		return nil, fmt.Errorf("%w: %s %q: spec.namespaceSelector: %w", ErrInvalidResource, r.Kind, r.Name, err)
+	r, err := newResource(routing.KindImageMirror, &obj.ObjectMeta, obj.Spec.RewritePolicy, obj.Spec.NamespaceSelector)
+	if err != nil {
+		return nil, err
 	}
 	d := &obj.Spec.Destination
-	e := Entry{Field: "spec.destination", Path: strings.TrimSuffix(d.Path, "/"), form: formMirror}
+	e := Entry{Field: "spec.destination", Path: routing.MirrorAuthPath(d), form: formMirror}
 	if d.Pull != nil {
 		e.Auth = d.Pull.Auth
 		e.Injects = d.Pull.Auth.Injects()
