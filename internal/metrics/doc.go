@@ -14,8 +14,14 @@
 //     reason (Always, OnFailure).
 //   - kuik_webhook_no_alternatives_total: containers left untouched, no candidate available.
 //   - kuik_registry_probes_total{registry,result}: manifest probes sent (cache misses), result
-//     Available, NotFound, Unreachable, InvalidAuth, QuotaExceeded or Invalid.
+//     Available, NotFound, Unreachable, InvalidAuth, QuotaExceeded or Invalid. registry is a
+//     registry host some routing resource declares, or "other" (an original no entry covers):
+//     pod authors choose hosts, so the label values are bounded by the routing resources.
 //   - kuik_registry_probe_duration_seconds{registry}: time of a manifest probe.
+//   - kuik_registry_probes_skipped_total{reason}: probes not started, reason "deadline" (the
+//     admission's deadline had passed) or "limit" (the bound on probes in flight was reached:
+//     --max-probes-in-flight).
+//   - kuik_registry_probes_in_flight: probes running now.
 //   - kuik_webhook_routing_resources: routing resources in the webhook's index.
 //
 // # secret-syncer (syncer.go)
@@ -33,6 +39,9 @@
 //   - kuik_secret_syncer_queue_depth: (resource, namespace) pairs waiting in the work queue.
 //   - kuik_secret_syncer_status_updates_total{result}: status subresource writes on routing
 //     resources, result "success" or "error".
+//   - kuik_secret_syncer_retention_writes_total{result}: server-side applies of the OnFailure
+//     retention records (one ConfigMap kuik-retain-<kind>-<name> per resource in the cluster
+//     resource namespace, which keep retention across restarts), result "success" or "error".
 //
 // controller-runtime's own metrics (workqueue_*, leader_election_master_status, rest_client_*)
 // are exported next to these and are not repeated here.

@@ -55,13 +55,19 @@ var (
 		Name: "kuik_secret_syncer_status_updates_total",
 		Help: "Status subresource writes on routing resources, by result (success, error).",
 	}, []string{"result"})
+
+	// SyncerRetentionWrites counts writes of retention records by result.
+	SyncerRetentionWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kuik_secret_syncer_retention_writes_total",
+		Help: "Server-side applies of OnFailure retention records (ConfigMaps in the cluster resource namespace), by result (success, error).",
+	}, []string{"result"})
 )
 
 // RegisterSyncer registers the secret-syncer's metrics; call it once, from main.
 func RegisterSyncer(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{
 		SyncerApplies, SyncerApplyDuration, SyncerAppliesSkipped, SyncerPairs,
-		SyncerInjectionFailures, SyncerQueueDepth, SyncerStatusUpdates,
+		SyncerInjectionFailures, SyncerQueueDepth, SyncerStatusUpdates, SyncerRetentionWrites,
 	} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("registering secret-syncer metrics: %w", err)

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -50,6 +52,17 @@ var (
 		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2, 5},
 	}, []string{"registry"})
 
+	// ProbesSkipped counts probes not started, by reason: "deadline" (the admission's deadline
+	// had passed) or "limit" (the bound on probes in flight was reached).
+	ProbesSkipped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kuik_registry_probes_skipped_total",
+		Help: "Registry probes not started, by reason (deadline, limit).",
+	}, []string{"reason"})
+
+	// ProbesInFlight is the number of registry probes running now; the webhook sets it to a
+	// function of its prober.
+	ProbesInFlight = &inFlight{}
+
 	// RoutingResources is the number of routing resources in the webhook's index.
 	RoutingResources = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "kuik_webhook_routing_resources",
@@ -59,5 +72,27 @@ var (
 
 // WebhookCollectors are the webhook's metrics, for registration from main.
 func WebhookCollectors() []prometheus.Collector {
-	return []prometheus.Collector{Admissions, AdmissionDuration, AdmissionErrors, Rewrites, NoAlternatives, Probes, ProbeDuration, RoutingResources}
+	return []prometheus.Collector{Admissions, AdmissionDuration, AdmissionErrors, Rewrites, NoAlternatives, Probes, ProbeDuration, ProbesSkipped, ProbesInFlight, RoutingResources}
+}
+
+// inFlight is a gauge read from a function set once the prober exists (0 before).
+type inFlight struct {
+	fn atomic.Pointer[func() int]
+}
+
+var inFlightDesc = prometheus.NewDesc("kuik_registry_probes_in_flight", "Registry probes running now.", nil, nil)
+
+// Set makes the gauge read fn.
+func (g *inFlight) Set(fn func() int) { g.fn.Store(&fn) }
+
+// Describe implements prometheus.Collector.
+func (g *inFlight) Describe(ch chan<- *prometheus.Desc) { ch <- inFlightDesc }
+
+// Collect implements prometheus.Collector.
+func (g *inFlight) Collect(ch chan<- prometheus.Metric) {
+	v := 0
+	if fn := g.fn.Load(); fn != nil {
+		v = (*fn)()
+	}
+	ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(v))
 }

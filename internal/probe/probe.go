@@ -4,8 +4,14 @@
 //
 // A Prober collapses identical concurrent probes into one call and caches every result for a
 // short TTL keyed by (reference, insecure, credential), so a 50-replica rollout costs one probe
-// per candidate. First probes a whole candidate list concurrently and resolves to the first
-// available in list order, so the worst case is one probe timeout, not a sum.
+// per candidate. [Prober.Resolve] probes the candidate lists of every container of a pod at
+// once and resolves each list to its first available candidate, so the worst case of a whole
+// pod is one probe timeout, not a sum.
+//
+// A Prober is bounded whatever its callers ask: at most MaxInFlight probes run at once (a
+// probe that would exceed it is not started and reports [Skipped]), at most MaxConnsPerHost
+// connections go to one registry, and no probe starts once its caller's deadline has passed.
+// Probes that were started outlive their caller by at most the probe timeout.
 package probe
 
 import (
@@ -22,7 +28,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
-	"golang.org/x/sync/singleflight"
 )
 
 // Result is what a probe found.
@@ -41,6 +46,15 @@ const (
 	QuotaExceeded Result = "QuotaExceeded"
 	// Invalid: the reference does not parse; never worth retrying.
 	Invalid Result = "Invalid"
+	// Skipped: no probe was sent, because the caller's deadline had passed or MaxInFlight
+	// probes were already running. Never cached.
+	Skipped Result = "Skipped"
+)
+
+// Reasons a probe is skipped, as reported to Options.Skip.
+const (
+	SkipDeadline = "deadline"
+	SkipLimit    = "limit"
 )
 
 // Credential is a registry credential; the zero value is anonymous.
@@ -53,6 +67,10 @@ type Target struct {
 	Reference  string
 	Insecure   bool
 	Credential Credential
+	// Registry labels the probe's metrics. Callers set it to a value from a bounded set (a
+	// registry a routing resource declares, or a catch-all), never to a host a pod author
+	// chose; it is not part of the cache key.
+	Registry string
 }
 
 // key identifies a target in the cache without keeping the secret in clear.
@@ -68,7 +86,7 @@ func (t Target) key() string {
 	return insecure + hex.EncodeToString(h[:8]) + "|" + t.Reference
 }
 
-// Registry is the registry host of a reference, for metrics labels; "" when it does not parse.
+// Registry is the registry host of a reference; "" when it does not parse.
 func Registry(reference string) string {
 	ref, err := name.ParseReference(reference)
 	if err != nil {
@@ -77,30 +95,52 @@ func Registry(reference string) string {
 	return ref.Context().RegistryStr()
 }
 
-// Observer is told about every probe that went to a registry (not cache hits).
+// Observer is told about every probe that went to a registry (not cache hits), with the
+// target's Registry label.
 type Observer func(registry string, result Result, took time.Duration)
+
+// Defaults of [Options].
+const (
+	// DefaultTimeout bounds one probe, and so one admission: the webhook's admission budget is
+	// DefaultTimeout + AdmissionMargin, and the chart's timeoutSeconds one second more.
+	DefaultTimeout = 2 * time.Second
+	// DefaultTTL is how long a result is reused.
+	DefaultTTL = 10 * time.Second
+	// DefaultMaxInFlight bounds the probes running at once.
+	DefaultMaxInFlight = 256
+	// DefaultMaxConnsPerHost bounds the connections to one registry.
+	DefaultMaxConnsPerHost = 16
+)
 
 // Options configure a Prober.
 type Options struct {
-	// Timeout bounds one probe (default 2s).
+	// Timeout bounds one probe (default DefaultTimeout).
 	Timeout time.Duration
-	// TTL is how long a result is reused (default 10s).
+	// TTL is how long a result is reused (default DefaultTTL).
 	TTL time.Duration
-	// Transport carries the HTTP requests (default: go-containerregistry's).
+	// MaxInFlight bounds the probes running at once (default DefaultMaxInFlight).
+	MaxInFlight int
+	// MaxConnsPerHost bounds the connections to one registry, per scheme (default
+	// DefaultMaxConnsPerHost); applied to the default transport only.
+	MaxConnsPerHost int
+	// Transport carries the HTTP requests (default: a clone of go-containerregistry's with
+	// MaxConnsPerHost set).
 	Transport http.RoundTripper
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Observe, when set, is called after every registry round.
 	Observe Observer
+	// Skip, when set, is called for every probe not started, with SkipDeadline or SkipLimit.
+	Skip func(reason string)
 }
 
 // Prober probes registries with collapsing and caching.
 type Prober struct {
-	opts  Options
-	group singleflight.Group
+	opts Options
 
-	mu    sync.Mutex
-	cache map[string]cached
+	mu      sync.Mutex
+	cache   map[string]cached
+	flights map[string]*flight
 }
 
 type cached struct {
@@ -108,48 +148,106 @@ type cached struct {
 	expires time.Time
 }
 
+// flight is a probe on its way; result is set before done is closed.
+type flight struct {
+	done   chan struct{}
+	result Result
+}
+
 // New returns a Prober.
 func New(opts Options) *Prober {
 	if opts.Timeout <= 0 {
-		opts.Timeout = 2 * time.Second
+		opts.Timeout = DefaultTimeout
 	}
 	if opts.TTL <= 0 {
-		opts.TTL = 10 * time.Second
+		opts.TTL = DefaultTTL
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
+	if opts.MaxConnsPerHost <= 0 {
+		opts.MaxConnsPerHost = DefaultMaxConnsPerHost
 	}
 	if opts.Transport == nil {
-		opts.Transport = remote.DefaultTransport
+		t := remote.DefaultTransport.(*http.Transport).Clone()
+		t.MaxConnsPerHost = opts.MaxConnsPerHost
+		opts.Transport = t
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Prober{opts: opts, cache: map[string]cached{}}
+	return &Prober{opts: opts, cache: map[string]cached{}, flights: map[string]*flight{}}
+}
+
+// InFlight is the number of probes running now.
+func (p *Prober) InFlight() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.flights)
 }
 
 // Probe returns the result for one target, from the cache when fresh.
 func (p *Prober) Probe(ctx context.Context, t Target) Result {
-	k := t.key()
-	if r, ok := p.lookup(k); ok {
-		return r
+	r, f := p.start(ctx, t, t.key())
+	return wait(ctx, r, f)
+}
+
+// start returns the target's cached result, or the flight that will give it: a running one for
+// the same key, or a new one. It starts nothing past ctx's deadline or beyond MaxInFlight.
+func (p *Prober) start(ctx context.Context, t Target, k string) (Result, *flight) {
+	p.mu.Lock()
+	if r, ok := p.lookupLocked(k); ok {
+		p.mu.Unlock()
+		return r, nil
 	}
+	if f, ok := p.flights[k]; ok {
+		p.mu.Unlock()
+		return "", f
+	}
+	reason := ""
+	switch {
+	case ctx.Err() != nil:
+		reason = SkipDeadline
+	case len(p.flights) >= p.opts.MaxInFlight:
+		reason = SkipLimit
+	}
+	if reason != "" {
+		p.mu.Unlock()
+		if p.opts.Skip != nil {
+			p.opts.Skip(reason)
+		}
+		return Skipped, nil
+	}
+	f := &flight{done: make(chan struct{})}
+	p.flights[k] = f
+	p.mu.Unlock()
+
 	// The probe runs detached from the caller's context so that one caller giving up does not
 	// fail the others waiting on the same flight; it is bounded by the probe timeout instead.
-	ch := p.group.DoChan(k, func() (any, error) {
-		if r, ok := p.lookup(k); ok {
-			return r, nil
-		}
-		start := p.opts.Now()
+	go func() {
+		begin := p.opts.Now()
 		r := p.head(context.WithoutCancel(ctx), t)
 		if p.opts.Observe != nil {
-			p.opts.Observe(Registry(t.Reference), r, p.opts.Now().Sub(start))
+			p.opts.Observe(t.Registry, r, p.opts.Now().Sub(begin))
 		}
 		p.mu.Lock()
 		p.cache[k] = cached{result: r, expires: p.opts.Now().Add(p.opts.TTL)}
+		delete(p.flights, k)
 		p.mu.Unlock()
-		return r, nil
-	})
+		f.result = r
+		close(f.done)
+	}()
+	return "", f
+}
+
+// wait returns r, or the flight's result once it lands; Unreachable when ctx ends first.
+func wait(ctx context.Context, r Result, f *flight) Result {
+	if f == nil {
+		return r
+	}
 	select {
-	case res := <-ch:
-		return res.Val.(Result)
+	case <-f.done:
+		return f.result
 	case <-ctx.Done():
 		return Unreachable
 	}
@@ -158,6 +256,10 @@ func (p *Prober) Probe(ctx context.Context, t Target) Result {
 func (p *Prober) lookup(k string) (Result, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.lookupLocked(k)
+}
+
+func (p *Prober) lookupLocked(k string) (Result, bool) {
 	c, ok := p.cache[k]
 	if !ok {
 		return "", false
@@ -182,34 +284,81 @@ func (p *Prober) Sweep() {
 	}
 }
 
+// Accept says whether a result makes candidate i of list l the list's choice. nil accepts
+// Available only.
+type Accept func(l, i int, r Result) bool
+
+// Resolve probes every target of every list concurrently, each distinct target once, and
+// returns for each list the index of its first accepted target in list order, or -1. A list
+// whose answer the cache already holds (every target before the first accepted one cached)
+// starts no probe, so a warm rollout costs no goroutine. However many lists, the wait is one
+// probe timeout at most.
+func (p *Prober) Resolve(ctx context.Context, lists [][]Target, accept Accept) []int {
+	if accept == nil {
+		accept = func(_, _ int, r Result) bool { return r == Available }
+	}
+	out := make([]int, len(lists))
+	keys := make([][]string, len(lists))
+	pending := false
+	for l, targets := range lists {
+		out[l] = -1
+		keys[l] = make([]string, len(targets))
+		resolved := false
+		for i, t := range targets {
+			keys[l][i] = t.key()
+			if resolved {
+				continue
+			}
+			r, ok := p.lookup(keys[l][i])
+			if !ok {
+				pending, out[l] = true, -2 // to be probed
+				resolved = true
+				continue
+			}
+			if accept(l, i, r) {
+				out[l], resolved = i, true
+			}
+		}
+	}
+	if !pending {
+		return out
+	}
+	type slot struct {
+		r Result
+		f *flight
+	}
+	slots := map[string]slot{}
+	for l, targets := range lists {
+		if out[l] != -2 {
+			continue
+		}
+		for i, t := range targets {
+			if _, ok := slots[keys[l][i]]; !ok {
+				r, f := p.start(ctx, t, keys[l][i])
+				slots[keys[l][i]] = slot{r, f}
+			}
+		}
+	}
+	for l := range lists {
+		if out[l] != -2 {
+			continue
+		}
+		out[l] = -1
+		for i := range lists[l] {
+			s := slots[keys[l][i]]
+			if accept(l, i, wait(ctx, s.r, s.f)) {
+				out[l] = i
+				break
+			}
+		}
+	}
+	return out
+}
+
 // First probes every target concurrently and returns the index of the first available one in
-// list order, or -1, with each target's result ("" for targets whose result was not needed
-// before the answer was known).
-func (p *Prober) First(ctx context.Context, targets []Target) (int, []Result) {
-	results := make([]Result, len(targets))
-	// The steady state of a rollout: every result needed is cached, no goroutine is worth it.
-	for i, t := range targets {
-		r, ok := p.lookup(t.key())
-		if !ok {
-			break
-		}
-		results[i] = r
-		if r == Available {
-			return i, results
-		}
-	}
-	done := make([]chan Result, len(targets))
-	for i, t := range targets {
-		done[i] = make(chan Result, 1)
-		go func() { done[i] <- p.Probe(ctx, t) }()
-	}
-	for i := range targets {
-		results[i] = <-done[i]
-		if results[i] == Available {
-			return i, results
-		}
-	}
-	return -1, results
+// list order, or -1.
+func (p *Prober) First(ctx context.Context, targets []Target) int {
+	return p.Resolve(ctx, [][]Target{targets}, nil)[0]
 }
 
 func (p *Prober) head(ctx context.Context, t Target) Result {

@@ -24,7 +24,11 @@ type Candidate struct {
 	// AuthPath is the auths key of the entry: repository or repositoryGroup as written, or the
 	// mirror's destination.path without its trailing '/'; empty for an original with no entry.
 	AuthPath string
-	Insecure bool
+	// LookupPath is the path whose credential the entry's secretRef Secret gives
+	// (AlternativeLookupPath, MirrorLookupPath): the webhook probes with it and the syncer
+	// writes it under AuthPath, so a probe uses exactly what the pod will pull with.
+	LookupPath string
+	Insecure   bool
 	// Auth is the entry's credential, shared with the Index: read it, never write it. nil means
 	// anonymous.
 	Auth *v1alpha1.Auth
@@ -73,7 +77,7 @@ func (ix *Index) Candidates(image string, podLabels, namespaceLabels labels.Set)
 			case e.unavailable:
 				keepOriginal = false
 			case !lent:
-				original.Entry, original.AuthPath, original.Insecure, original.Auth = j, e.authPath, e.insecure, e.auth
+				original.Entry, original.AuthPath, original.LookupPath, original.Insecure, original.Auth = j, e.authPath, e.lookupPath, e.insecure, e.auth
 				lent = true
 			}
 		}
@@ -250,27 +254,55 @@ func (b *listBuilder) addAlternative(h *alternativeHit, img *imageRef) {
 			ref = e.path + img.suffix
 		}
 		b.add(Candidate{
-			Reference: ref,
-			Source:    source,
-			Policy:    res.policy,
-			Entry:     j,
-			AuthPath:  e.authPath,
-			Insecure:  e.insecure,
-			Auth:      e.auth,
-			Inject:    e.auth.Injects(),
+			Reference:  ref,
+			Source:     source,
+			Policy:     res.policy,
+			Entry:      j,
+			AuthPath:   e.authPath,
+			LookupPath: e.lookupPath,
+			Insecure:   e.insecure,
+			Auth:       e.auth,
+			Inject:     e.auth.Injects(),
 		}, e.cred)
 	}
 }
 
 func (b *listBuilder) addMirror(m *mirrorResource, img *imageRef) {
 	b.add(Candidate{
-		Reference: m.dest + "/" + img.full,
-		Source:    Source{Kind: KindImageMirror, Name: m.name},
-		Policy:    m.policy,
-		Entry:     0,
-		AuthPath:  m.authPath,
-		Insecure:  m.insecure,
-		Auth:      m.auth,
-		Inject:    m.auth.Injects(),
+		Reference:  m.dest + "/" + img.full,
+		Source:     Source{Kind: KindImageMirror, Name: m.name},
+		Policy:     m.policy,
+		Entry:      0,
+		AuthPath:   m.authPath,
+		LookupPath: m.lookupPath,
+		Insecure:   m.insecure,
+		Auth:       m.auth,
+		Inject:     m.auth.Injects(),
 	}, m.cred)
+}
+
+// Recorded returns the candidate that explains a recorded rewrite: the candidate of source for
+// a container whose original image was original, whose Reference is current once normalized,
+// given the pod's and namespace's labels. It is how kuik tells its own records
+// (kuik.enix.io/original-images, rewritten-by) from forged ones: a pod author can write any
+// annotation, but a record only counts if the resource, selecting this pod in this namespace,
+// could have routed original to current.
+func (ix *Index) Recorded(original, current string, source Source, podLabels, namespaceLabels labels.Set) (Candidate, bool) {
+	if source.IsOriginal() {
+		return Candidate{}, false
+	}
+	cur, err := ix.parse(current)
+	if err != nil {
+		return Candidate{}, false
+	}
+	cands, err := ix.Candidates(original, podLabels, namespaceLabels)
+	if err != nil {
+		return Candidate{}, false
+	}
+	for _, c := range cands {
+		if c.Source == source && c.Reference == cur.full {
+			return c, true
+		}
+	}
+	return Candidate{}, false
 }

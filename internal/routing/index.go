@@ -145,6 +145,7 @@ type alternativeEntry struct {
 	path        string // normalized repository, or normalized group path without trailing '/'
 	hostLen     int
 	authPath    string
+	lookupPath  string
 	insecure    bool
 	unavailable bool
 	auth        *v1alpha1.Auth
@@ -152,17 +153,18 @@ type alternativeEntry struct {
 }
 
 type mirrorResource struct {
-	name     string
-	policy   v1alpha1.RewritePolicy
-	band     band
-	scope    scope
-	dest     string // normalized, without trailing '/'
-	hostLen  int
-	authPath string
-	insecure bool
-	auth     *v1alpha1.Auth
-	cred     credential
-	excludes []excludeGlob
+	name       string
+	policy     v1alpha1.RewritePolicy
+	band       band
+	scope      scope
+	dest       string // normalized, without trailing '/'
+	hostLen    int
+	authPath   string
+	lookupPath string
+	insecure   bool
+	auth       *v1alpha1.Auth
+	cred       credential
+	excludes   []excludeGlob
 }
 
 // NewIndex compiles the routing resources. An invalid resource is left out and reported with
@@ -260,6 +262,7 @@ func compileAlternative(obj *v1alpha1.ImageAlternative) (*alternativeResource, e
 		a := &obj.Spec.Alternatives[j]
 		e := &res.entries[j]
 		e.authPath = AlternativeAuthPath(a)
+		e.lookupPath = AlternativeLookupPath(a)
 		if res.group {
 			e.path, err = groupKind.parse(a.RepositoryGroup)
 		} else {
@@ -288,11 +291,12 @@ func compileMirror(obj *v1alpha1.ImageMirror) (*mirrorResource, error) {
 	}
 	d := &obj.Spec.Destination
 	res := &mirrorResource{
-		name:     obj.Name,
-		policy:   EffectivePolicy(obj.Spec.RewritePolicy),
-		scope:    sc,
-		authPath: MirrorAuthPath(d),
-		insecure: d.Insecure,
+		name:       obj.Name,
+		policy:     EffectivePolicy(obj.Spec.RewritePolicy),
+		scope:      sc,
+		authPath:   MirrorAuthPath(d),
+		lookupPath: MirrorLookupPath(d),
+		insecure:   d.Insecure,
 	}
 	res.band = bandOf(res.policy)
 	if res.dest, err = destinationKind.parse(d.Path); err != nil {
@@ -326,6 +330,31 @@ func AlternativeAuthPath(a *v1alpha1.Alternative) string {
 // destination.path without the trailing '/'.
 func MirrorAuthPath(d *v1alpha1.MirrorDestination) string {
 	return strings.TrimSuffix(d.Path, "/")
+}
+
+// AlternativeLookupPath is the registry path an ImageAlternative entry's credential is looked up
+// for in its secretRef Secret, by the kubelet's rules: the repository itself, or for a group the
+// path with its trailing '/', so that only auths keys matching every repository of the group
+// count (a key for one repository below it does not).
+func AlternativeLookupPath(a *v1alpha1.Alternative) string {
+	if a.RepositoryGroup != "" {
+		return withSlash(a.RepositoryGroup)
+	}
+	return a.Repository
+}
+
+// MirrorLookupPath is the registry path an ImageMirror's credential is looked up for in its
+// secretRef Secret: destination.path with its trailing '/', so that a key written with the slash
+// (registry.tld/mirror/) matches, as it does for the kubelet pulling any image under the mirror.
+func MirrorLookupPath(d *v1alpha1.MirrorDestination) string {
+	return withSlash(d.Path)
+}
+
+func withSlash(p string) string {
+	if strings.HasSuffix(p, "/") {
+		return p
+	}
+	return p + "/"
 }
 
 // EffectivePolicy is a resource's rewritePolicy, OnFailure when unset (the CRD's default).

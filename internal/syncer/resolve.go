@@ -45,7 +45,8 @@ type Resolution struct {
 type SecretLookup func(name string) (*corev1.Secret, bool)
 
 // Resolve finds, for each injecting entry of the resource, the credential the kubelet would use
-// for the entry's path from its secretRef Secret (credentials.DockerConfig.Lookup). An entry
+// from its secretRef Secret for every image the entry serves (credentials.DockerConfig.Lookup of
+// Entry.LookupPath, the path the webhook probes with too). An entry
 // whose Secret is missing, is not a docker config, does not parse, holds no credential for the
 // path, or would not encode, is left out with a reason; a provider entry is left out with
 // ProviderNotConfigured. Each Secret is parsed once however many entries use it.
@@ -75,7 +76,7 @@ func Resolve(r *Resource, secrets SecretLookup) *Resolution {
 			leftOut(p.reason, p.msg)
 			continue
 		}
-		auth, _, err := p.config.Lookup(e.Path)
+		auth, _, err := p.config.Lookup(e.LookupPath)
 		if err != nil {
 			leftOut(v1alpha1.ReasonNoCredentialForPath, fmt.Sprintf("secret %q: %v", name, err))
 			continue

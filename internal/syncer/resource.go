@@ -3,9 +3,9 @@ package syncer
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
-	"github.com/distribution/reference"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,6 +30,9 @@ type Resource struct {
 	Entries []Entry
 
 	namespaces labels.Selector // nil selects every namespace
+	// index is the resource alone compiled by the routing core, which tells whether a pod's
+	// record is one the webhook could have written for this resource ([UsedEntries]).
+	index *routing.Index
 }
 
 // Source is the value of the kuik.enix.io/rewritten-by annotation naming this resource.
@@ -69,15 +72,6 @@ type ResourceKey struct {
 
 func (k ResourceKey) String() string { return string(k.Kind) + "/" + k.Name }
 
-// entryForm is how an entry matches the image a container was rewritten to.
-type entryForm uint8
-
-const (
-	formRepository entryForm = iota // the image's repository is the entry
-	formGroup                       // the image's repository is one level below the entry
-	formMirror                      // the image's repository is anywhere below the entry
-)
-
 // Entry is one alternative, or a mirror's destination.
 type Entry struct {
 	// Index in spec.alternatives (0 for a mirror).
@@ -92,13 +86,14 @@ type Entry struct {
 	// segment it would take for a host), in which case the normalized path
 	// (docker.io/library/nginx).
 	Key string
+	// LookupPath is the path whose credential is read from the secretRef Secret
+	// (routing.AlternativeLookupPath, routing.MirrorLookupPath): the same path the webhook
+	// probes the entry's candidates with.
+	LookupPath string
 	// Auth is the entry's credential; nil for anonymous.
 	Auth *v1alpha1.Auth
 	// Injects is Auth.Injects().
 	Injects bool
-
-	form entryForm
-	name string // normalized repository name or path, no trailing '/'
 }
 
 // ErrInvalidResource is wrapped by FromImageAlternative and FromImageMirror for a resource whose
@@ -130,24 +125,11 @@ func FromImageAlternative(obj *v1alpha1.ImageAlternative) (*Resource, error) {
 	r.Entries = make([]Entry, 0, len(obj.Spec.Alternatives))
 	for i := range obj.Spec.Alternatives {
 		a := &obj.Spec.Alternatives[i]
-		e := Entry{Index: i, Field: fmt.Sprintf("spec.alternatives[%d]", i), Path: routing.AlternativeAuthPath(a), Auth: a.Auth, Injects: a.Auth.Injects()}
-		switch {
-		case a.Repository != "":
-			e.form = formRepository
-			e.name, err = routing.NormalizeRepository(a.Repository)
-		case a.RepositoryGroup != "":
-			e.form = formGroup
-			e.name, err = routing.NormalizeGroup(a.RepositoryGroup)
-		default:
-			err = errors.New("neither repository nor repositoryGroup is set")
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s %q: %s: %w", ErrInvalidResource, r.Kind, r.Name, e.Field, err)
-		}
+		e := Entry{Index: i, Field: fmt.Sprintf("spec.alternatives[%d]", i), Path: routing.AlternativeAuthPath(a), LookupPath: routing.AlternativeLookupPath(a), Auth: a.Auth, Injects: a.Auth.Injects()}
 		e.Key = authsKey(e.Path)
 		r.Entries = append(r.Entries, e)
 	}
-	return r, nil
+	return r, r.compile([]v1alpha1.ImageAlternative{*obj}, nil)
 }
 
 // FromImageMirror reads an ImageMirror.
@@ -157,17 +139,25 @@ func FromImageMirror(obj *v1alpha1.ImageMirror) (*Resource, error) {
 		return nil, err
 	}
 	d := &obj.Spec.Destination
-	e := Entry{Field: "spec.destination", Path: routing.MirrorAuthPath(d), form: formMirror}
+	e := Entry{Field: "spec.destination", Path: routing.MirrorAuthPath(d), LookupPath: routing.MirrorLookupPath(d)}
 	if d.Pull != nil {
 		e.Auth = d.Pull.Auth
 		e.Injects = d.Pull.Auth.Injects()
 	}
-	if e.name, err = routing.NormalizeDestination(d.Path); err != nil {
-		return nil, fmt.Errorf("%w: %s %q: spec.destination.path: %w", ErrInvalidResource, r.Kind, r.Name, err)
-	}
 	e.Key = authsKey(e.Path)
 	r.Entries = []Entry{e}
-	return r, nil
+	return r, r.compile(nil, []v1alpha1.ImageMirror{*obj})
+}
+
+// compile builds the resource's routing index, refusing a resource the routing core refuses
+// (the webhook routes nothing to it).
+func (r *Resource) compile(alternatives []v1alpha1.ImageAlternative, mirrors []v1alpha1.ImageMirror) error {
+	ix, errs := routing.NewIndex(alternatives, mirrors)
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidResource, errors.Join(errs...))
+	}
+	r.index = ix
+	return nil
 }
 
 // authsKey is the auths key of an entry path: as written when the kubelet reads it as the same
@@ -184,32 +174,34 @@ func authsKey(path string) string {
 	return normalized
 }
 
-// servedBy returns the entries of the resource that an image (a container's current, rewritten
-// image) is pulled from, matching structurally by path segment: a repository entry is the
-// image's repository, a group entry its parent, a mirror's destination one of its ancestors.
-// Usually one entry; several when entries share a path.
-func (r *Resource) servedBy(image string) []*Entry {
-	named, err := reference.ParseNormalizedNamed(image)
+// recordedKeys returns the auths keys of the injecting entries that explain a container's
+// record: the candidates of this resource, for the recorded original image and the pod's and
+// namespace's labels, whose reference is the container's current image (several when entries
+// share a path with different credentials). None for a record the webhook could not have
+// written for this resource: a namespace or pod it does not select, an image that is no
+// candidate of it for that original (the original itself included), a container that does not
+// exist, an image that does not parse.
+func (r *Resource) recordedKeys(original, current string, podLabels, namespaceLabels labels.Set) []string {
+	if r.index == nil || original == "" || current == "" {
+		return nil
+	}
+	cur, err := routing.Normalize(current)
 	if err != nil {
 		return nil
 	}
-	name := named.Name()
-	parent := name[:max(strings.LastIndexByte(name, '/'), 0)]
-	var out []*Entry
-	for i := range r.Entries {
-		e := &r.Entries[i]
-		var match bool
-		switch e.form {
-		case formRepository:
-			match = name == e.name
-		case formGroup:
-			match = parent == e.name
-		case formMirror:
-			match = strings.HasPrefix(name, e.name) && len(name) > len(e.name) && name[len(e.name)] == '/'
+	cands, err := r.index.Candidates(original, podLabels, namespaceLabels)
+	if err != nil {
+		return nil
+	}
+	src := r.Source()
+	var keys []string
+	for _, c := range cands {
+		if c.Source != src || c.Reference != cur || !c.Inject || c.Entry < 0 || c.Entry >= len(r.Entries) {
+			continue
 		}
-		if match {
-			out = append(out, e)
+		if k := r.Entries[c.Entry].Key; !slices.Contains(keys, k) {
+			keys = append(keys, k)
 		}
 	}
-	return out
+	return keys
 }

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/enix/kuik/internal/credentials"
@@ -34,55 +33,74 @@ type parsedSecret struct {
 	err             error
 }
 
-// Choose implements Chooser.
+// Choose implements Chooser: every candidate of every list is probed at once (identical ones
+// once), and each list resolves to its first available candidate.
 //
-// The original image is probed with the credential of the entry it sits on, if any, else
-// anonymously. A pod that brings its own pull secrets may hold a credential for the original
+// Each candidate is probed with exactly the credential the kubelet will have for it
+// (credential). A pod that brings its own pull secrets may hold a credential for the original
 // that kuik cannot read, so for such a pod an original answering "authentication required"
 // counts as available: kuik never moves a pod away from a private registry it is entitled to.
-func (c *ProbeChooser) Choose(ctx context.Context, cands []routing.Candidate, ownPullSecrets bool) int {
-	targets := make([]probe.Target, len(cands))
-	for i, cand := range cands {
-		targets[i] = probe.Target{Reference: cand.Reference, Insecure: cand.Insecure, Credential: c.credential(ctx, cand)}
-	}
-	if !ownPullSecrets {
-		i, _ := c.Prober.First(ctx, targets)
-		return i
-	}
-	for i, res := range c.probeAll(ctx, targets) {
-		if res == probe.Available || (res == probe.InvalidAuth && cands[i].Source.IsOriginal()) {
-			return i
+func (c *ProbeChooser) Choose(ctx context.Context, lists [][]routing.Candidate, ownPullSecrets bool) []int {
+	targets := make([][]probe.Target, len(lists))
+	for l, cands := range lists {
+		targets[l] = make([]probe.Target, len(cands))
+		for i := range cands {
+			cand := &cands[i]
+			targets[l][i] = probe.Target{
+				Reference:  cand.Reference,
+				Insecure:   cand.Insecure,
+				Credential: c.credential(ctx, cand),
+				Registry:   RegistryLabel(cand),
+			}
 		}
 	}
-	return -1
+	var accept probe.Accept
+	if ownPullSecrets {
+		accept = func(l, i int, r probe.Result) bool {
+			return r == probe.Available || (r == probe.InvalidAuth && lists[l][i].Source.IsOriginal())
+		}
+	}
+	return c.Prober.Resolve(ctx, targets, accept)
 }
 
-// probeAll probes every target at once and waits for all, in list order.
-func (c *ProbeChooser) probeAll(ctx context.Context, targets []probe.Target) []probe.Result {
-	out := make([]chan probe.Result, len(targets))
-	for i, t := range targets {
-		out[i] = make(chan probe.Result, 1)
-		go func() { out[i] <- c.Prober.Probe(ctx, t) }()
+// OtherRegistry is the registry label of probes of images no routing resource declares.
+const OtherRegistry = "other"
+
+// RegistryLabel is the registry a probe of the candidate is counted under: its registry host
+// when a routing resource declares it (every alternative and mirror candidate, and an original
+// that sits on an entry), OtherRegistry otherwise. A pod author chooses the original's host, so
+// using it as a label value would let them add metric series at will.
+func RegistryLabel(cand *routing.Candidate) string {
+	if cand.Source.IsOriginal() && cand.Entry < 0 {
+		return OtherRegistry
 	}
-	res := make([]probe.Result, len(targets))
-	for i := range out {
-		res[i] = <-out[i]
+	if r := probe.Registry(cand.Reference); r != "" {
+		return r
 	}
-	return res
+	return OtherRegistry
 }
 
-// credential resolves the entry's credential for the candidate's repository by the kubelet's
-// rules; anything missing or broken probes anonymously (which is what the kubelet would do).
-func (c *ProbeChooser) credential(ctx context.Context, cand routing.Candidate) probe.Credential {
+// credential is the credential the kubelet will have for the candidate, which is what it must
+// be probed with, or a probe could find available an image the pod cannot pull:
+//   - a candidate that injects: the entry's credential, read from its secretRef Secret (or the
+//     provider's kuik-provider-* Secret) for the entry's LookupPath, exactly as the syncer
+//     writes it into the pod's Secret;
+//   - a provider entry that does not inject: the node resolves the credential itself with the
+//     same plugin, whose result the provider Secret holds;
+//   - anything else, the original included: anonymous (the pod's own pull secrets, which kuik
+//     cannot read, are accounted for by Choose).
+//
+// A credential that is missing or broken probes anonymously, which is what the kubelet would do.
+func (c *ProbeChooser) credential(ctx context.Context, cand *routing.Candidate) probe.Credential {
 	if cand.Auth == nil || c.Secrets == nil {
 		return probe.Credential{}
 	}
 	secretName := ""
 	switch {
-	case cand.Auth.SecretRef != nil:
-		secretName = cand.Auth.SecretRef.Name
-	case cand.Auth.Provider != nil:
+	case cand.Auth.Provider != nil && (cand.Inject || !cand.Auth.Injects()):
 		secretName = ProviderSecretName(cand.Auth.Provider.Name)
+	case cand.Auth.SecretRef != nil && cand.Inject:
+		secretName = cand.Auth.SecretRef.Name
 	default:
 		return probe.Credential{}
 	}
@@ -94,11 +112,11 @@ func (c *ProbeChooser) credential(ctx context.Context, cand routing.Candidate) p
 	if err != nil {
 		return probe.Credential{}
 	}
-	named, err := reference.ParseNormalizedNamed(cand.Reference)
-	if err != nil {
-		return probe.Credential{}
+	path := cand.LookupPath
+	if path == "" {
+		path = cand.Reference
 	}
-	entry, _, err := cfg.Lookup(named.Name())
+	entry, _, err := cfg.Lookup(path)
 	if err != nil {
 		return probe.Credential{}
 	}

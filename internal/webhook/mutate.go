@@ -67,8 +67,12 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) (resp ad
 				l.Info("Rewrote container image", "namespace", req.Namespace, "name", req.Name, "uid", req.UID, "container", d.Container, "from", d.Original, "to", d.Image, "by", d.Source.String(), "reason", d.Reason)
 			}
 		case d.Reason != "":
+			// Counted always, logged at V(1) only: during an outage every pod of a rollout
+			// would log it, and the metric and the pod's reason annotation already say it.
 			metrics.NoAlternatives.Inc()
-			logger().Info("No candidate available, container left untouched", "container", d.Container, "image", d.Original, "candidates", d.Candidates)
+			if l := log.FromContext(ctx).V(1); l.Enabled() {
+				l.Info("No candidate available, container left untouched", "namespace", req.Namespace, "name", req.Name, "uid", req.UID, "container", d.Container, "image", d.Original, "candidates", d.Candidates)
+			}
 		}
 	}
 	if len(ops) == 0 {

@@ -47,18 +47,23 @@ type availability struct {
 	asked     [][]string
 }
 
-func (a *availability) choose(_ context.Context, cands []routing.Candidate, _ bool) int {
-	var refs []string
-	for _, c := range cands {
-		refs = append(refs, c.Reference)
-	}
-	a.asked = append(a.asked, refs)
-	for i, c := range cands {
-		if a.available[c.Reference] {
-			return i
+func (a *availability) choose(_ context.Context, lists [][]routing.Candidate, _ bool) []int {
+	out := make([]int, len(lists))
+	for l, cands := range lists {
+		var refs []string
+		for _, c := range cands {
+			refs = append(refs, c.Reference)
+		}
+		a.asked = append(a.asked, refs)
+		out[l] = -1
+		for i, c := range cands {
+			if a.available[c.Reference] {
+				out[l] = i
+				break
+			}
 		}
 	}
-	return -1
+	return out
 }
 
 func mutator(t *testing.T, a *availability, ias []v1alpha1.ImageAlternative, ims []v1alpha1.ImageMirror) *webhook.PodMutator {
@@ -279,7 +284,7 @@ func TestPodMutatorAdmitsUnchangedOnInternalErrors(t *testing.T) {
 		},
 		"the chooser panics": {
 			mutate: func(m *webhook.PodMutator) {
-				m.Choose = func(context.Context, []routing.Candidate, bool) int { panic("boom") }
+				m.Choose = func(context.Context, [][]routing.Candidate, bool) []int { panic("boom") }
 			},
 			pod: good(),
 		},

@@ -54,13 +54,18 @@ func patch(b before, pod *corev1.Pod, decisions []Decision) []jsonpatch.Operatio
 }
 
 func mapOps(path string, existed bool, old, cur map[string]string) []jsonpatch.Operation {
-	var changed []string
+	var changed, removed []string
 	for k, v := range cur {
 		if ov, ok := old[k]; !ok || ov != v {
 			changed = append(changed, k)
 		}
 	}
-	if len(changed) == 0 {
+	for k := range old {
+		if _, ok := cur[k]; !ok {
+			removed = append(removed, k)
+		}
+	}
+	if len(changed) == 0 && len(removed) == 0 {
 		return nil
 	}
 	if !existed {
@@ -71,7 +76,11 @@ func mapOps(path string, existed bool, old, cur map[string]string) []jsonpatch.O
 		return []jsonpatch.Operation{jsonpatch.NewOperation("add", path, whole)}
 	}
 	slices.Sort(changed)
-	ops := make([]jsonpatch.Operation, 0, len(changed))
+	slices.Sort(removed)
+	ops := make([]jsonpatch.Operation, 0, len(changed)+len(removed))
+	for _, k := range removed {
+		ops = append(ops, jsonpatch.NewOperation("remove", path+"/"+escape(k), nil))
+	}
 	for _, k := range changed {
 		// "add" on an existing member replaces it (RFC 6902 §4.1).
 		ops = append(ops, jsonpatch.NewOperation("add", path+"/"+escape(k), cur[k]))

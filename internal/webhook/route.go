@@ -14,9 +14,11 @@ import (
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
-// Chooser returns the index of the first available candidate in list order, or -1 when none is.
-// ownPullSecrets says whether the pod brings pull secrets of its own (which kuik cannot read).
-type Chooser func(ctx context.Context, candidates []routing.Candidate, ownPullSecrets bool) int
+// Chooser returns, for each container's candidate list, the index of its first available
+// candidate in list order, or -1. All lists are resolved together, so a pod's containers share
+// one probe timeout. ownPullSecrets says whether the pod brings pull secrets of its own (which
+// kuik cannot read).
+type Chooser func(ctx context.Context, lists [][]routing.Candidate, ownPullSecrets bool) []int
 
 // Decision is what Route did to one container.
 type Decision struct {
@@ -35,49 +37,108 @@ type Decision struct {
 type Scope struct {
 	// EphemeralOnly routes only ephemeral containers absent from Previous: the
 	// pods/ephemeralcontainers subresource lets nothing but spec.ephemeralContainers change, so
-	// neither annotations nor imagePullSecrets can be written, and a candidate whose credential
-	// would have to be injected cannot win.
+	// neither annotations nor imagePullSecrets can be written. A candidate whose credential
+	// would have to be injected can win only if the pod already references the resource's
+	// Secret and that Secret already holds the entry (see usedEntries).
 	EphemeralOnly bool
 	Previous      *corev1.Pod
+}
+
+// container is one image field of the pod.
+type container struct {
+	name, path string
+	image      *string
+}
+
+func containersOf(pod *corev1.Pod) []container {
+	out := make([]container, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers)+len(pod.Spec.EphemeralContainers))
+	for i := range pod.Spec.InitContainers {
+		out = append(out, container{pod.Spec.InitContainers[i].Name, "/spec/initContainers/" + strconv.Itoa(i) + "/image", &pod.Spec.InitContainers[i].Image})
+	}
+	for i := range pod.Spec.Containers {
+		out = append(out, container{pod.Spec.Containers[i].Name, "/spec/containers/" + strconv.Itoa(i) + "/image", &pod.Spec.Containers[i].Image})
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		out = append(out, container{pod.Spec.EphemeralContainers[i].Name, "/spec/ephemeralContainers/" + strconv.Itoa(i) + "/image", &pod.Spec.EphemeralContainers[i].Image})
+	}
+	return out
+}
+
+// records are kuik's annotations on a pod, by container.
+type records struct {
+	originals, rewrittenBy, reasons map[string]string
 }
 
 // Route routes every container of pod not routed before and modifies pod in place. It returns
 // the decisions for the containers it looked at; the pod changed when any decision has
 // Image != Original or a reason was recorded.
+//
+// kuik's annotations on the pod are only trusted where they are true: a container counts as
+// routed before only if its record is one kuik could have written, i.e. a resource that
+// selects this pod in this namespace has the container's current image as a candidate for
+// its recorded original (routing.Index.Recorded). Other records (a pod author's forgeries,
+// or records of containers that do not exist) are dropped, the container is routed from its
+// current image, and the kuik.enix.io/rewritten label is kept only when a true record remains.
 func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix *routing.Index, choose Chooser, scope Scope) ([]Decision, error) {
-	originals, err := readMap(pod.Annotations, v1alpha1.AnnotationOriginalImages)
-	if err != nil {
+	var rec records
+	var err error
+	if rec.originals, err = readMap(pod.Annotations, v1alpha1.AnnotationOriginalImages); err != nil {
 		return nil, err
 	}
-	rewrittenBy, err := readMap(pod.Annotations, v1alpha1.AnnotationRewrittenBy)
-	if err != nil {
+	if rec.rewrittenBy, err = readMap(pod.Annotations, v1alpha1.AnnotationRewrittenBy); err != nil {
 		return nil, err
 	}
-	reasons, err := readMap(pod.Annotations, v1alpha1.AnnotationReason)
-	if err != nil {
+	if rec.reasons, err = readMap(pod.Annotations, v1alpha1.AnnotationReason); err != nil {
 		return nil, err
 	}
-
 	podLabels := labels.Set(pod.Labels)
-	var decisions []Decision
-	route := func(name, path string, image *string) {
-		if _, done := originals[name]; done {
-			return // routed by an earlier invocation
+	all := containersOf(pod)
+	done, used := verify(&rec, all, ix, podLabels, namespaceLabels)
+
+	// Gather every container to route with its candidates, then resolve them all at once.
+	var todo []container
+	var lists [][]routing.Candidate
+	var previous map[string]bool
+	if scope.EphemeralOnly {
+		previous = map[string]bool{}
+		if scope.Previous != nil {
+			for _, c := range scope.Previous.Spec.EphemeralContainers {
+				previous[c.Name] = true
+			}
 		}
-		cands, err := ix.Candidates(*image, podLabels, namespaceLabels)
+	}
+	for i, c := range all {
+		if scope.EphemeralOnly && (i < len(pod.Spec.InitContainers)+len(pod.Spec.Containers) || previous[c.name]) {
+			continue
+		}
+		if done[c.name] {
+			continue // routed by an earlier invocation
+		}
+		cands, err := ix.Candidates(*c.image, podLabels, namespaceLabels)
 		if err != nil || len(cands) == 0 || (len(cands) == 1 && cands[0].Source.IsOriginal()) {
 			// Unparsable images are the API server's and the kubelet's business; images no
 			// resource covers are never probed.
-			return
+			continue
 		}
 		if scope.EphemeralOnly {
 			cands = slices.DeleteFunc(slices.Clone(cands), func(c routing.Candidate) bool {
-				return c.Inject && !hasPullSecret(pod, routing.PullSecretName(c.Source.Kind, c.Source.Name))
+				return c.Inject && !(hasPullSecret(pod, routing.PullSecretName(c.Source.Kind, c.Source.Name)) &&
+					(c.Policy == v1alpha1.RewritePolicyAlways || used[usedEntry{c.Source, c.AuthPath}]))
 			})
 		}
-		d := Decision{Container: name, Path: path, Original: *image, Image: *image, Candidates: len(cands)}
-		i := choose(ctx, cands, len(pod.Spec.ImagePullSecrets) > 0)
-		switch {
+		todo = append(todo, c)
+		lists = append(lists, cands)
+	}
+	var chosen []int
+	if len(lists) > 0 {
+		chosen = choose(ctx, lists, len(pod.Spec.ImagePullSecrets) > 0)
+	}
+
+	decisions := make([]Decision, 0, len(todo))
+	for k, c := range todo {
+		cands := lists[k]
+		d := Decision{Container: c.name, Path: c.path, Original: *c.image, Image: *c.image, Candidates: len(cands)}
+		switch i := chosen[k]; {
 		case i < 0:
 			d.Reason = v1alpha1.ReasonNoAlternatives
 		case cands[i].Source.IsOriginal():
@@ -89,79 +150,105 @@ func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 				d.PullSecret = routing.PullSecretName(w.Source.Kind, w.Source.Name)
 			}
 		}
-		*image = d.Image
+		*c.image = d.Image
 		decisions = append(decisions, d)
 	}
-
 	if scope.EphemeralOnly {
-		seen := map[string]bool{}
-		if scope.Previous != nil {
-			for _, c := range scope.Previous.Spec.EphemeralContainers {
-				seen[c.Name] = true
-			}
-		}
-		for i := range pod.Spec.EphemeralContainers {
-			c := &pod.Spec.EphemeralContainers[i]
-			if !seen[c.Name] {
-				route(c.Name, "/spec/ephemeralContainers/"+strconv.Itoa(i)+"/image", &c.Image)
-			}
-		}
 		return decisions, nil
 	}
 
-	for i := range pod.Spec.InitContainers {
-		route(pod.Spec.InitContainers[i].Name, "/spec/initContainers/"+strconv.Itoa(i)+"/image", &pod.Spec.InitContainers[i].Image)
-	}
-	for i := range pod.Spec.Containers {
-		route(pod.Spec.Containers[i].Name, "/spec/containers/"+strconv.Itoa(i)+"/image", &pod.Spec.Containers[i].Image)
-	}
-	for i := range pod.Spec.EphemeralContainers {
-		route(pod.Spec.EphemeralContainers[i].Name, "/spec/ephemeralContainers/"+strconv.Itoa(i)+"/image", &pod.Spec.EphemeralContainers[i].Image)
-	}
-
-	rewritten := false
 	for _, d := range decisions {
+		delete(rec.reasons, d.Container)
 		if d.Reason == "" {
 			continue
 		}
-		reasons[d.Container] = d.Reason
+		rec.reasons[d.Container] = d.Reason
 		if d.Image == d.Original {
 			continue
 		}
-		rewritten = true
-		originals[d.Container] = d.Original
-		rewrittenBy[d.Container] = d.Source.String()
+		rec.originals[d.Container] = d.Original
+		rec.rewrittenBy[d.Container] = d.Source.String()
 		if d.PullSecret != "" && !hasPullSecret(pod, d.PullSecret) {
 			pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: d.PullSecret})
 		}
 	}
-	if len(reasons) == 0 {
-		return decisions, nil
+	return decisions, rec.write(pod)
+}
+
+// usedEntry is an entry of a resource that a true record shows the pod already pulls from.
+type usedEntry struct {
+	source   routing.Source
+	authPath string
+}
+
+// verify drops the records kuik could not have written and returns the containers whose record
+// is true (routed before) and the entries those containers pull from.
+func verify(rec *records, all []container, ix *routing.Index, podLabels, namespaceLabels labels.Set) (map[string]bool, map[usedEntry]bool) {
+	images := make(map[string]string, len(all))
+	for _, c := range all {
+		images[c.name] = *c.image
 	}
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
+	done := map[string]bool{}
+	used := map[usedEntry]bool{}
+	for name, original := range rec.originals {
+		current, exists := images[name]
+		src, err := routing.ParseSource(rec.rewrittenBy[name])
+		if exists && err == nil {
+			if cand, ok := ix.Recorded(original, current, src, podLabels, namespaceLabels); ok {
+				done[name] = true
+				if cand.Inject {
+					used[usedEntry{cand.Source, cand.AuthPath}] = true
+				}
+				continue
+			}
+		}
+		delete(rec.originals, name)
+		delete(rec.rewrittenBy, name)
+		delete(rec.reasons, name)
 	}
+	for name := range rec.rewrittenBy {
+		if !done[name] {
+			delete(rec.rewrittenBy, name)
+		}
+	}
+	for name, reason := range rec.reasons {
+		if _, exists := images[name]; !exists || (!done[name] && reason != v1alpha1.ReasonNoAlternatives) {
+			delete(rec.reasons, name)
+		}
+	}
+	return done, used
+}
+
+// write puts the records back on the pod: each annotation as a JSON map, or removed when empty,
+// and the kuik.enix.io/rewritten label exactly when a container is recorded as rewritten.
+func (rec *records) write(pod *corev1.Pod) error {
 	for key, m := range map[string]map[string]string{
-		v1alpha1.AnnotationOriginalImages: originals,
-		v1alpha1.AnnotationRewrittenBy:    rewrittenBy,
-		v1alpha1.AnnotationReason:         reasons,
+		v1alpha1.AnnotationOriginalImages: rec.originals,
+		v1alpha1.AnnotationRewrittenBy:    rec.rewrittenBy,
+		v1alpha1.AnnotationReason:         rec.reasons,
 	} {
 		if len(m) == 0 {
+			delete(pod.Annotations, key)
 			continue
 		}
 		b, err := json.Marshal(m) // map keys are sorted: the annotation is deterministic
 		if err != nil {
-			return nil, fmt.Errorf("encoding %s: %w", key, err)
+			return fmt.Errorf("encoding %s: %w", key, err)
+		}
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
 		}
 		pod.Annotations[key] = string(b)
 	}
-	if rewritten {
+	if len(rec.originals) > 0 {
 		if pod.Labels == nil {
 			pod.Labels = map[string]string{}
 		}
 		pod.Labels[v1alpha1.LabelRewritten] = "true"
+	} else {
+		delete(pod.Labels, v1alpha1.LabelRewritten)
 	}
-	return decisions, nil
+	return nil
 }
 
 func hasPullSecret(pod *corev1.Pod, name string) bool {
@@ -169,7 +256,8 @@ func hasPullSecret(pod *corev1.Pod, name string) bool {
 }
 
 // readMap decodes a JSON map annotation; a malformed one is an error, so the pod is admitted
-// unchanged rather than having someone else's annotation overwritten.
+// unchanged rather than having someone else's annotation overwritten. JSON null reads as an
+// empty map.
 func readMap(annotations map[string]string, key string) (map[string]string, error) {
 	m := map[string]string{}
 	v, ok := annotations[key]
@@ -178,6 +266,9 @@ func readMap(annotations map[string]string, key string) (map[string]string, erro
 	}
 	if err := json.Unmarshal([]byte(v), &m); err != nil {
 		return nil, fmt.Errorf("annotation %s is not a JSON map of strings: %w", key, err)
+	}
+	if m == nil {
+		m = map[string]string{}
 	}
 	return m, nil
 }

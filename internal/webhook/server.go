@@ -43,11 +43,14 @@ type Config struct {
 	RestConfig               *rest.Config
 	ClusterResourceNamespace string
 	ProbeTimeout, CacheTTL   time.Duration
-	CertDir                  string
-	Host                     string
-	Port                     int
-	MetricsBindAddress       string
-	HealthProbeBindAddress   string
+	// MaxProbesInFlight bounds the probes running at once (default probe.DefaultMaxInFlight);
+	// MaxConnsPerRegistry the connections to one registry (default probe.DefaultMaxConnsPerHost).
+	MaxProbesInFlight, MaxConnsPerRegistry int
+	CertDir                                string
+	Host                                   string
+	Port                                   int
+	MetricsBindAddress                     string
+	HealthProbeBindAddress                 string
 	// ProbeTransport overrides the registry HTTP transport (tests).
 	ProbeTransport http.RoundTripper
 }
@@ -118,14 +121,18 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	prober := probe.New(probe.Options{
-		Timeout:   cfg.ProbeTimeout,
-		TTL:       cfg.CacheTTL,
-		Transport: cfg.ProbeTransport,
+		Timeout:         cfg.ProbeTimeout,
+		TTL:             cfg.CacheTTL,
+		MaxInFlight:     cfg.MaxProbesInFlight,
+		MaxConnsPerHost: cfg.MaxConnsPerRegistry,
+		Transport:       cfg.ProbeTransport,
 		Observe: func(registry string, r probe.Result, took time.Duration) {
 			metrics.Probes.WithLabelValues(registry, string(r)).Inc()
 			metrics.ProbeDuration.WithLabelValues(registry).Observe(took.Seconds())
 		},
+		Skip: func(reason string) { metrics.ProbesSkipped.WithLabelValues(reason).Inc() },
 	})
+	metrics.ProbesInFlight.Set(prober.InFlight)
 	reader := mgr.GetCache()
 	chooser := &ProbeChooser{
 		Prober: prober,
@@ -135,27 +142,10 @@ func Run(ctx context.Context, cfg Config) error {
 			return s, err
 		},
 	}
-	namespaces := func(ctx context.Context, name string) (labels.Set, error) {
-		m := &metav1.PartialObjectMetadata{}
-		m.SetGroupVersionKind(nsMeta.GroupVersionKind())
-		if err := reader.Get(ctx, types.NamespacedName{Name: name}, m); err == nil {
-			return m.Labels, nil
-		}
-		// A namespace created a moment ago may not be in the cache yet.
-		ns, err := cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		return ns.Labels, nil
-	}
-
-	// Each admission is bounded by the probe timeout plus a margin for the rest of the work, so
-	// the webhook answers before the API server's own timeout.
-	admissionBudget := cfg.ProbeTimeout + 500*time.Millisecond
 	srv := mgr.GetWebhookServer()
-	srv.Register(MutatePodsPath, &webhook.Admission{Handler: withTimeout(admissionBudget, &PodMutator{
+	srv.Register(MutatePodsPath, &webhook.Admission{Handler: withTimeout(AdmissionBudget(cfg.ProbeTimeout), &PodMutator{
 		Index:      &index,
-		Namespaces: namespaces,
+		Namespaces: NamespaceLabelsFrom(reader, cs),
 		Choose:     chooser.Choose,
 	})})
 	srv.Register(ValidateRoutingPath, &webhook.Admission{Handler: &RoutingValidator{
@@ -210,6 +200,34 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("adding index builder: %w", err)
 	}
 	return mgr.Start(ctx)
+}
+
+// AdmissionMargin is what an admission may take beyond one probe timeout (decoding, routing,
+// the patch). The rule, written once: budget = probe timeout + AdmissionMargin, and the chart's
+// webhook timeoutSeconds = probe timeout + 1 s, so the webhook answers before the API server
+// gives up on it.
+const AdmissionMargin = 500 * time.Millisecond
+
+// AdmissionBudget bounds one pod admission.
+func AdmissionBudget(probeTimeout time.Duration) time.Duration { return probeTimeout + AdmissionMargin }
+
+// NamespaceLabelsFrom reads a namespace's labels from the informer cache, or from the API server
+// when the cache does not hold it yet: a namespace created a moment before its pods (a GitOps
+// apply of a Namespace and a Deployment) must not leave them unrouted. The chart grants the
+// webhook `get` on namespaces for exactly this.
+func NamespaceLabelsFrom(cached client.Reader, cs kubernetes.Interface) NamespaceLabels {
+	return func(ctx context.Context, name string) (labels.Set, error) {
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+		if err := cached.Get(ctx, types.NamespacedName{Name: name}, m); err == nil {
+			return m.Labels, nil
+		}
+		ns, err := cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return ns.Labels, nil
+	}
 }
 
 // buildIndex compiles every routing resource in the cache; invalid ones (admitted before the

@@ -1,0 +1,212 @@
+package probe_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/enix/kuik/internal/probe"
+	"github.com/enix/kuik/internal/testutil"
+)
+
+// silentRegistry accepts TCP connections and never answers: the worst registry there is, an
+// upstream whose load balancer is up and whose backends are gone.
+type silentRegistry struct {
+	Host     string
+	open     atomic.Int64
+	max      atomic.Int64
+	accepted atomic.Int64
+}
+
+func newSilentRegistry(t *testing.T) *silentRegistry {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &silentRegistry{Host: l.Addr().String()}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			s.accepted.Add(1)
+			n := s.open.Add(1)
+			for m := s.max.Load(); n > m && !s.max.CompareAndSwap(m, n); m = s.max.Load() {
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go func() {
+				// Read until the client gives up, answer nothing.
+				buf := make([]byte, 4096)
+				for {
+					if _, err := c.Read(buf); err != nil {
+						s.open.Add(-1)
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return s
+}
+
+// Resolve probes the lists of all containers at once: three containers, each with a hanging
+// upstream first (it accepts the connection and never answers) and an available alternative
+// after it, have their three hanging probes in flight together, and all three resolve to the
+// alternative.
+func TestResolveProbesEveryListAtOnce(t *testing.T) {
+	hanging := testutil.NewRegistry(t, "", "")
+	hanging.SetBehavior(testutil.Hang)
+	good := testutil.NewRegistry(t, "", "")
+	var lists [][]probe.Target
+	for _, c := range []string{"init", "app", "sidecar"} {
+		lists = append(lists, []probe.Target{
+			{Reference: hanging.Host + "/acme/" + c + ":v1"},
+			{Reference: good.Push(t, "acme/"+c+":v1")},
+		})
+	}
+	p := probe.New(probe.Options{Timeout: 3 * time.Second})
+	got := make(chan []int, 1)
+	go func() { got <- p.Resolve(t.Context(), lists, nil) }()
+	if !hanging.WaitHung(3, 2500*time.Millisecond) {
+		t.Fatalf("only %d of 3 hanging probes were in flight together: lists are probed one after another", hanging.Hung())
+	}
+	if diff := cmp.Diff([]int{1, 1, 1}, <-got); diff != "" {
+		t.Errorf("Resolve (-want +got):\n%s", diff)
+	}
+}
+
+func TestResolveHonoursAcceptAndListOrder(t *testing.T) {
+	open := testutil.NewRegistry(t, "", "")
+	a := open.Push(t, "acme/a:v1")
+	private := testutil.NewRegistry(t, "u", "p")
+	priv := private.Push(t, "acme/p:v1")
+	p := probe.New(probe.Options{})
+	lists := [][]probe.Target{
+		{{Reference: priv}, {Reference: a}},                       // refused first, open second
+		{{Reference: open.Host + "/acme/none:v1"}, {Reference: a}}, // missing first
+		{{Reference: open.Host + "/acme/none:v1"}},                 // nothing
+		nil,
+	}
+	if diff := cmp.Diff([]int{1, 1, -1, -1}, p.Resolve(t.Context(), lists, nil)); diff != "" {
+		t.Errorf("Resolve with the default accept (-want +got):\n%s", diff)
+	}
+	acceptAuth := func(l, i int, r probe.Result) bool { return r == probe.Available || (l == 0 && i == 0 && r == probe.InvalidAuth) }
+	if diff := cmp.Diff([]int{0, 1, -1, -1}, p.Resolve(t.Context(), lists, acceptAuth)); diff != "" {
+		t.Errorf("Resolve accepting a refusal of list 0's first (-want +got):\n%s", diff)
+	}
+}
+
+// No probe starts once the caller's deadline has passed: a late caller gets Skipped and the
+// registry sees nothing.
+func TestNoProbeStartsPastTheCallersDeadline(t *testing.T) {
+	r := testutil.NewRegistry(t, "", "")
+	ref := r.Push(t, "acme/app:v1")
+	before := r.ManifestRequests()
+	var skipped []string
+	p := probe.New(probe.Options{Skip: func(reason string) { skipped = append(skipped, reason) }})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if got := p.Probe(ctx, probe.Target{Reference: ref}); got != probe.Skipped {
+		t.Errorf("Probe after the deadline = %s, want Skipped", got)
+	}
+	if got := p.First(ctx, []probe.Target{{Reference: ref}, {Reference: ref + "x"}}); got != -1 {
+		t.Errorf("First after the deadline = %d, want -1", got)
+	}
+	if n := r.ManifestRequests() - before; n != 0 {
+		t.Errorf("%d manifest requests were sent after the caller's deadline", n)
+	}
+	if diff := cmp.Diff([]string{probe.SkipDeadline, probe.SkipDeadline, probe.SkipDeadline}, skipped); diff != "" {
+		t.Errorf("skip reasons (-want +got):\n%s", diff)
+	}
+	// A skip is not cached: a caller with time left probes for real.
+	if got := p.Probe(t.Context(), probe.Target{Reference: ref}); got != probe.Available {
+		t.Errorf("Probe with time left = %s, want Available", got)
+	}
+}
+
+// However many distinct targets are asked for at once, at most MaxInFlight probes run, the
+// others are skipped and counted, and no more connections than MaxConnsPerHost reach one
+// registry.
+func TestProbesInFlightAndConnectionsAreBounded(t *testing.T) {
+	silent := newSilentRegistry(t)
+	var limited atomic.Int64
+	p := probe.New(probe.Options{
+		Timeout:         2 * time.Second,
+		MaxInFlight:     8,
+		MaxConnsPerHost: 3,
+		Skip: func(reason string) {
+			if reason == probe.SkipLimit {
+				limited.Add(1)
+			}
+		},
+	})
+	var maxInFlight atomic.Int64
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			if n := int64(p.InFlight()); n > maxInFlight.Load() {
+				maxInFlight.Store(n)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.Probe(t.Context(), probe.Target{Reference: fmt.Sprintf("%s/acme/app%d:v1", silent.Host, i)})
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-watched
+	if n := maxInFlight.Load(); n > 8 {
+		t.Errorf("%d probes were in flight at once, want at most 8", n)
+	}
+	if n := limited.Load(); n < 40-8 {
+		t.Errorf("%d probes were skipped for the limit, want at least %d", n, 40-8)
+	}
+	// The bound is per scheme: for a registry on localhost, go-containerregistry pings https
+	// and http at once.
+	if n := silent.max.Load(); n > 2*3 {
+		t.Errorf("%d connections were open at once to one registry, want at most 3 per scheme", n)
+	}
+	if silent.accepted.Load() == 0 {
+		t.Error("no probe reached the registry at all")
+	}
+	// Once the probes time out, the in-flight count returns to zero.
+	deadline := time.Now().Add(5 * time.Second)
+	for p.InFlight() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := p.InFlight(); n != 0 {
+		t.Errorf("%d probes still in flight after their timeout", n)
+	}
+}
