@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager, kubectl and etcd at the versions pinned in
-# hack/versions.env, from Go modules, into a cache outside the repository keyed by version:
+# Builds kube-apiserver, kube-controller-manager, kubectl, kube-scheduler, kubelet and etcd at
+# the versions pinned in hack/versions.env, from Go modules, into a cache outside the repository
+# keyed by version (the node's other binaries come from hack/node.sh):
 #   ${KUIK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kuik}/k8s-<version>/
 #   ${KUIK_CACHE_DIR:-...}/etcd-<version>/
 # Binaries already there are reused; each one is built into a temporary file and renamed, so an
@@ -31,7 +32,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/kuik-controlplane.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 build_kubernetes() {
-	local want=(kube-apiserver kube-controller-manager kubectl) missing=() b
+	local want=(kube-apiserver kube-controller-manager kubectl kube-scheduler kubelet) missing=() b
 	for b in "${want[@]}"; do [[ -x $k8s_dir/$b ]] || missing+=("$b"); done
 	if ((${#missing[@]} == 0)); then
 		log "kubernetes $KUBERNETES_VERSION: cached in $k8s_dir"
@@ -101,6 +102,6 @@ build_etcd
 build_kubernetes
 
 mkdir -p "$assets"
-for b in kube-apiserver kube-controller-manager kubectl; do ln -sfn "$k8s_dir/$b" "$assets/$b"; done
+for b in kube-apiserver kube-controller-manager kubectl kube-scheduler kubelet; do ln -sfn "$k8s_dir/$b" "$assets/$b"; done
 ln -sfn "$etcd_dir/etcd" "$assets/etcd"
 echo "$assets"
