@@ -203,7 +203,10 @@ func TestPodMutatorPatches(t *testing.T) {
 		"a container recorded by an earlier invocation is not routed again": {
 			pod: func() *corev1.Pod {
 				p := pod(corev1.Container{Name: "c", Image: localFoo})
-				p.Annotations = map[string]string{v1alpha1.AnnotationOriginalImages: `{"c":"quay.io/acme/foo:v1"}`}
+				p.Annotations = map[string]string{
+					v1alpha1.AnnotationOriginalImages: `{"c":"quay.io/acme/foo:v1"}`,
+					v1alpha1.AnnotationRewrittenBy:    `{"c":"ImageAlternative/acme"}`,
+				}
 				return p
 			}(),
 			ias:       []v1alpha1.ImageAlternative{onFailure},

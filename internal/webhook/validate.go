@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -28,8 +28,9 @@ type AccessReviewer func(ctx context.Context, sar *authorizationv1.SubjectAccess
 //
 // It applies the same rules as the CRD (and some CEL cannot express: references and globs are
 // parsed by the real parsers), then checks that the requesting user may get every Secret the
-// resource newly references in the cluster resource namespace: write access to routing
-// resources must not become a way to spray a Secret one cannot read into every namespace.
+// resource references in the cluster resource namespace, on create and on every update that
+// changes the spec: write access to routing resources must not become a way to spray a Secret
+// one cannot read into every namespace, by referencing it or by widening where it lands.
 type RoutingValidator struct {
 	ClusterResourceNamespace string
 	Review                   AccessReviewer
@@ -54,7 +55,7 @@ func (v *RoutingValidator) Handle(ctx context.Context, req admission.Request) (r
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
-	newRefs, errs, err := refsAndErrors(req.Kind.Kind, req.Object.Raw)
+	refs, spec, errs, err := refsAndErrors(req.Kind.Kind, req.Object.Raw)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
@@ -62,14 +63,19 @@ func (v *RoutingValidator) Handle(ctx context.Context, req admission.Request) (r
 		return admission.Denied(errs.ToAggregate().Error())
 	}
 	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
-		oldRefs, _, err := refsAndErrors(req.Kind.Kind, req.OldObject.Raw)
-		if err == nil {
-			newRefs = slices.DeleteFunc(newRefs, func(r secretRef) bool {
-				return slices.ContainsFunc(oldRefs, func(o secretRef) bool { return o.name == r.name })
-			})
+		// Any spec change can change where or for which paths a referenced credential is
+		// written (policy, selectors, entries, auth, injectPullSecret), so it is checked for
+		// every referenced Secret, not only new ones; metadata and status changes are not.
+		if _, oldSpec, _, err := refsAndErrors(req.Kind.Kind, req.OldObject.Raw); err == nil && equality.Semantic.DeepEqual(spec, oldSpec) {
+			return admission.Allowed("")
 		}
 	}
-	for _, ref := range newRefs {
+	checked := map[string]bool{}
+	for _, ref := range refs {
+		if checked[ref.name] {
+			continue
+		}
+		checked[ref.name] = true
 		allowed, reason, err := v.mayGetSecret(ctx, req, ref.name)
 		if err != nil {
 			log.FromContext(ctx).Error(err, "SubjectAccessReview failed", "secret", ref.name)
@@ -119,8 +125,9 @@ type secretRef struct {
 	path *field.Path
 }
 
-// refsAndErrors decodes a routing resource, validates it and lists the Secrets it references.
-func refsAndErrors(kind string, raw []byte) ([]secretRef, field.ErrorList, error) {
+// refsAndErrors decodes a routing resource, validates it and lists the Secrets it references,
+// with its spec for comparison.
+func refsAndErrors(kind string, raw []byte) ([]secretRef, any, field.ErrorList, error) {
 	var refs []secretRef
 	addRef := func(a *v1alpha1.Auth, p *field.Path) {
 		if a != nil && a.SecretRef != nil && a.SecretRef.Name != "" {
@@ -131,23 +138,23 @@ func refsAndErrors(kind string, raw []byte) ([]secretRef, field.ErrorList, error
 	case string(routing.KindImageAlternative):
 		obj := &v1alpha1.ImageAlternative{}
 		if err := json.Unmarshal(raw, obj); err != nil {
-			return nil, nil, fmt.Errorf("decoding ImageAlternative: %w", err)
+			return nil, nil, nil, fmt.Errorf("decoding ImageAlternative: %w", err)
 		}
 		for i := range obj.Spec.Alternatives {
 			addRef(obj.Spec.Alternatives[i].Auth, field.NewPath("spec", "alternatives").Index(i))
 		}
-		return refs, routing.ValidateImageAlternative(obj), nil
+		return refs, &obj.Spec, routing.ValidateImageAlternative(obj), nil
 	case string(routing.KindImageMirror):
 		obj := &v1alpha1.ImageMirror{}
 		if err := json.Unmarshal(raw, obj); err != nil {
-			return nil, nil, fmt.Errorf("decoding ImageMirror: %w", err)
+			return nil, nil, nil, fmt.Errorf("decoding ImageMirror: %w", err)
 		}
 		if obj.Spec.Destination.Pull != nil {
 			addRef(obj.Spec.Destination.Pull.Auth, field.NewPath("spec", "destination", "pull"))
 		}
-		return refs, routing.ValidateImageMirror(obj), nil
+		return refs, &obj.Spec, routing.ValidateImageMirror(obj), nil
 	default:
-		return nil, nil, fmt.Errorf("unexpected kind %q", strings.TrimSpace(kind))
+		return nil, nil, nil, fmt.Errorf("unexpected kind %q", strings.TrimSpace(kind))
 	}
 }
 
