@@ -9,21 +9,17 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/enix/kuik/cmd/webhook/app"
+	"github.com/enix/kuik/internal/logflags"
 	"github.com/enix/kuik/internal/manifest"
 	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/webhook"
 )
 
 func main() {
-	logger := zap.New()
-	ctrl.SetLogger(logger)
-	ctx := ctrl.LoggerInto(ctrl.SetupSignalHandler(), logger)
-
-	err := app.NewCommand(serve, candidates).ExecuteContext(ctx)
+	err := app.NewCommand(serve, candidates).ExecuteContext(ctrl.SetupSignalHandler())
 	var usage app.UsageError
 	switch {
 	case err == nil:
@@ -37,6 +33,7 @@ func main() {
 }
 
 func serve(ctx context.Context, o app.Options) error {
+	logflags.Install(ctrl.LoggerFrom(ctx))
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
@@ -57,7 +54,8 @@ func serve(ctx context.Context, o app.Options) error {
 	})
 }
 
-func candidates(_ context.Context, o app.CandidatesOptions) error {
+func candidates(ctx context.Context, o app.CandidatesOptions) error {
+	logflags.Install(ctrl.LoggerFrom(ctx))
 	objs, err := manifest.ReadFiles(o.Resources...)
 	if err != nil {
 		return app.UsageError{Err: err}

@@ -1,5 +1,6 @@
 // Package app parses the webhook's command line. The command takes its run functions as
-// arguments so that flags are tested without starting a server.
+// arguments so that flags are tested without starting a server. Both get the logger the
+// logging flags (-v, --zap-*) describe in their context.
 package app
 
 import (
@@ -9,8 +10,11 @@ import (
 	"os"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/enix/kuik/internal/logflags"
 )
 
 // Options are the webhook server's settings.
@@ -34,7 +38,8 @@ type CandidatesOptions struct {
 	Image           string
 }
 
-// RunFunc serves; CandidatesFunc prints candidates.
+// RunFunc serves; CandidatesFunc prints candidates. Their context carries the logger
+// (logr.FromContext), which they install as the process's (logflags.Install).
 type (
 	RunFunc        func(ctx context.Context, o Options) error
 	CandidatesFunc func(ctx context.Context, o CandidatesOptions) error
@@ -53,6 +58,7 @@ const DefaultNamespace = "kuik-system"
 // NewCommand builds `webhook` and its `candidates` subcommand.
 func NewCommand(run RunFunc, candidates CandidatesFunc) *cobra.Command {
 	o := Options{}
+	var logs *logflags.Flags
 	cmd := &cobra.Command{
 		Use:   "webhook",
 		Short: "kuik's admission webhook: routes pod images to the first available candidate",
@@ -73,9 +79,15 @@ resources.`,
 			if o.ClusterResourceNamespace == "" {
 				return UsageError{errors.New("--cluster-resource-namespace must not be empty")}
 			}
-			return run(cmd.Context(), o)
+			ctx, err := withLogger(cmd, logs)
+			if err != nil {
+				return err
+			}
+			return run(ctx, o)
 		},
 	}
+	// The logging flags are the subcommand's too.
+	logs = logflags.Bind(cmd.PersistentFlags())
 	f := cmd.Flags()
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig; in-cluster configuration when empty.")
 	f.StringVar(&o.ClusterResourceNamespace, "cluster-resource-namespace", envOr("POD_NAMESPACE", DefaultNamespace), "Namespace holding the Secrets that routing resources reference (default: $POD_NAMESPACE, else kuik-system).")
@@ -87,11 +99,21 @@ resources.`,
 	f.StringVar(&o.MetricsBindAddress, "metrics-bind-address", ":8080", `Address of the Prometheus metrics endpoint ("0" disables it).`)
 	f.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 
-	cmd.AddCommand(newCandidatesCommand(candidates))
+	cmd.AddCommand(newCandidatesCommand(candidates, logs))
 	return cmd
 }
 
-func newCandidatesCommand(candidates CandidatesFunc) *cobra.Command {
+// withLogger is cmd's context with the logger the logging flags describe, writing to cmd's
+// standard error.
+func withLogger(cmd *cobra.Command, logs *logflags.Flags) (context.Context, error) {
+	logger, err := logs.Logger(cmd.ErrOrStderr())
+	if err != nil {
+		return nil, UsageError{err}
+	}
+	return logr.NewContext(cmd.Context(), logger), nil
+}
+
+func newCandidatesCommand(candidates CandidatesFunc, logs *logflags.Flags) *cobra.Command {
 	o := CandidatesOptions{}
 	var nsLabels, podLabels string
 	cmd := &cobra.Command{
@@ -116,7 +138,11 @@ REFERENCE<TAB>SOURCE<TAB>PULLSECRET.`,
 				return UsageError{errors.New("--resources is required")}
 			}
 			o.Image = args[0]
-			return candidates(cmd.Context(), o)
+			ctx, err := withLogger(cmd, logs)
+			if err != nil {
+				return err
+			}
+			return candidates(ctx, o)
 		},
 	}
 	f := cmd.Flags()

@@ -1,11 +1,15 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -95,4 +99,76 @@ func TestCandidatesFlags(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)
 	}
+}
+
+// The logging flags (-v klog-style, controller-runtime's --zap-*) reach both run functions as
+// the logger in their context, with the V levels they ask for.
+func TestLoggingFlags(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		want int // highest V level enabled
+	}{
+		"defaults: info":                      {want: 0},
+		"-v=2":                                {args: []string{"-v=2"}, want: 2},
+		"--v=3":                               {args: []string{"--v=3"}, want: 3},
+		"--zap-log-level=debug":               {args: []string{"--zap-log-level=debug"}, want: 1},
+		"--zap-log-level=4":                   {args: []string{"--zap-log-level=4"}, want: 4},
+		"--zap-devel":                         {args: []string{"--zap-devel"}, want: 1},
+		"-v with the encoder and stacktraces": {args: []string{"-v=5", "--zap-encoder=console", "--zap-stacktrace-level=panic", "--zap-time-encoding=iso8601"}, want: 5},
+	} {
+		for _, sub := range [][]string{nil, {"candidates", "--resources=f.yaml", "nginx"}} {
+			t.Run(name+" "+strings.Join(sub, " "), func(t *testing.T) {
+				var logger logr.Logger
+				var gotLogger bool
+				cmd := app.NewCommand(
+					func(ctx context.Context, _ app.Options) error { logger, gotLogger = fromContext(ctx); return nil },
+					func(ctx context.Context, _ app.CandidatesOptions) error {
+						logger, gotLogger = fromContext(ctx)
+						return nil
+					},
+				)
+				var stderr bytes.Buffer
+				cmd.SetErr(&stderr)
+				cmd.SetArgs(append(slices.Clone(sub), tc.args...))
+				if err := cmd.ExecuteContext(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				if !gotLogger {
+					t.Fatal("no logger in the run function's context")
+				}
+				for v := 0; v <= tc.want+1; v++ {
+					if got := logger.V(v).Enabled(); got != (v <= tc.want) {
+						t.Errorf("V(%d) enabled = %v, want %v", v, got, v <= tc.want)
+					}
+				}
+				// It writes to the command's standard error.
+				logger.V(tc.want).Info("written")
+				if !strings.Contains(stderr.String(), "written") {
+					t.Errorf("stderr = %q, want the logged line", stderr.String())
+				}
+			})
+		}
+	}
+
+	for name, args := range map[string][]string{
+		"-v and --zap-log-level":  {"-v=1", "--zap-log-level=debug"},
+		"-v out of range":         {"-v=200"},
+		"candidates, both levels": {"candidates", "--resources=f.yaml", "-v=1", "--zap-log-level=debug", "nginx"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := run(t, args...)
+			var usage app.UsageError
+			if !errors.As(err, &usage) {
+				t.Errorf("error = %v, want a UsageError (exit 2)", err)
+			}
+		})
+	}
+	if _, _, err := run(t, "--zap-log-level=loud"); err == nil {
+		t.Error("an unknown --zap-log-level was accepted")
+	}
+}
+
+func fromContext(ctx context.Context) (logr.Logger, bool) {
+	l, err := logr.FromContext(ctx)
+	return l, err == nil
 }
