@@ -102,7 +102,7 @@ func TestResolveHonoursAcceptAndListOrder(t *testing.T) {
 	priv := private.Push(t, "acme/p:v1")
 	p := probe.New(probe.Options{})
 	lists := [][]probe.Target{
-		{{Reference: priv}, {Reference: a}},                       // refused first, open second
+		{{Reference: priv}, {Reference: a}},                        // refused first, open second
 		{{Reference: open.Host + "/acme/none:v1"}, {Reference: a}}, // missing first
 		{{Reference: open.Host + "/acme/none:v1"}},                 // nothing
 		nil,
@@ -110,7 +110,9 @@ func TestResolveHonoursAcceptAndListOrder(t *testing.T) {
 	if diff := cmp.Diff([]int{1, 1, -1, -1}, p.Resolve(t.Context(), lists, nil)); diff != "" {
 		t.Errorf("Resolve with the default accept (-want +got):\n%s", diff)
 	}
-	acceptAuth := func(l, i int, r probe.Result) bool { return r == probe.Available || (l == 0 && i == 0 && r == probe.InvalidAuth) }
+	acceptAuth := func(l, i int, r probe.Result) bool {
+		return r == probe.Available || (l == 0 && i == 0 && r == probe.InvalidAuth)
+	}
 	if diff := cmp.Diff([]int{0, 1, -1, -1}, p.Resolve(t.Context(), lists, acceptAuth)); diff != "" {
 		t.Errorf("Resolve accepting a refusal of list 0's first (-want +got):\n%s", diff)
 	}
@@ -194,8 +196,9 @@ func TestProbesInFlightAndConnectionsAreBounded(t *testing.T) {
 		t.Errorf("%d probes were skipped for the limit, want at least %d", n, 40-8)
 	}
 	// The bound is per scheme: for a registry on localhost, go-containerregistry pings https
-	// and http at once.
-	if n := silent.max.Load(); n > 2*3 {
+	// and http at once. The listener notices a closed connection a moment after the client,
+	// hence a little slack; without the bound, 40 probes open 80.
+	if n := silent.max.Load(); n > 2*3+2 {
 		t.Errorf("%d connections were open at once to one registry, want at most 3 per scheme", n)
 	}
 	if silent.accepted.Load() == 0 {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/enix/kuik/internal/probe"
 	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/internal/testutil"

@@ -218,15 +218,15 @@ func TestCandidateFields(t *testing.T) {
 			}},
 			image: "quay.io/acme/foo:v1",
 			want: []routing.Candidate{
-				{Reference: "quay.io/acme/foo:v1", Entry: 0, AuthPath: "quay.io/acme/foo"},
+				{Reference: "quay.io/acme/foo:v1", Entry: 0, AuthPath: "quay.io/acme/foo", LookupPath: "quay.io/acme/foo"},
 				{Reference: "registry.local:5000/acme/foo:v1", Source: src(routing.KindImageAlternative, "a"), Policy: v1alpha1.RewritePolicyOnFailure,
-					Entry: 1, AuthPath: "registry.local:5000/acme/foo", Insecure: true, Auth: secret, Inject: true},
+					Entry: 1, AuthPath: "registry.local:5000/acme/foo", LookupPath: "registry.local:5000/acme/foo", Insecure: true, Auth: secret, Inject: true},
 				{Reference: "docker.io/acme/foo:v1", Source: src(routing.KindImageAlternative, "a"), Policy: v1alpha1.RewritePolicyOnFailure,
-					Entry: 2, AuthPath: "acme/foo", Auth: secretNoInject},
+					Entry: 2, AuthPath: "acme/foo", LookupPath: "acme/foo", Auth: secretNoInject},
 				{Reference: "ecr.local/acme/foo:v1", Source: src(routing.KindImageAlternative, "a"), Policy: v1alpha1.RewritePolicyOnFailure,
-					Entry: 3, AuthPath: "ecr.local/acme/foo", Auth: provider},
+					Entry: 3, AuthPath: "ecr.local/acme/foo", LookupPath: "ecr.local/acme/foo", Auth: provider},
 				{Reference: "ecr2.local/acme/foo:v1", Source: src(routing.KindImageAlternative, "a"), Policy: v1alpha1.RewritePolicyOnFailure,
-					Entry: 4, AuthPath: "ecr2.local/acme/foo", Auth: providerInject, Inject: true},
+					Entry: 4, AuthPath: "ecr2.local/acme/foo", LookupPath: "ecr2.local/acme/foo", Auth: providerInject, Inject: true},
 			},
 		},
 		"the original carries the credential of the entry it equals, but is never injected": {
@@ -240,8 +240,8 @@ func TestCandidateFields(t *testing.T) {
 			image: "registry.local:5000/acme/foo:v1",
 			want: []routing.Candidate{
 				{Reference: "other.local/acme/foo:v1", Source: src(routing.KindImageAlternative, "a"), Policy: v1alpha1.RewritePolicyAlways,
-					Entry: 0, AuthPath: "other.local/acme"},
-				{Reference: "registry.local:5000/acme/foo:v1", Entry: 1, AuthPath: "registry.local:5000/acme/", Insecure: true, Auth: secret},
+					Entry: 0, AuthPath: "other.local/acme", LookupPath: "other.local/acme/"},
+				{Reference: "registry.local:5000/acme/foo:v1", Entry: 1, AuthPath: "registry.local:5000/acme/", LookupPath: "registry.local:5000/acme/", Insecure: true, Auth: secret},
 			},
 		},
 		"a mirror brings its credential and its path without the trailing slash": {
@@ -255,7 +255,7 @@ func TestCandidateFields(t *testing.T) {
 			want: []routing.Candidate{
 				{Reference: "docker.io/library/nginx:latest", Entry: -1},
 				{Reference: "registry.tld/mirror/docker.io/library/nginx:latest", Source: src(routing.KindImageMirror, "m"),
-					Policy: v1alpha1.RewritePolicyOnFailure, Entry: 0, AuthPath: "registry.tld/mirror", Insecure: true, Auth: mirrorAuth, Inject: true},
+					Policy: v1alpha1.RewritePolicyOnFailure, Entry: 0, AuthPath: "registry.tld/mirror", LookupPath: "registry.tld/mirror/", Insecure: true, Auth: mirrorAuth, Inject: true},
 			},
 		},
 	}

@@ -205,13 +205,27 @@ func TestWebhookRoutesPodsThroughTheAPIServer(t *testing.T) {
 		}
 	})
 
-	t.Run("an available original is kept, probed with the credential of the entry it sits on", func(t *testing.T) {
+	t.Run("a private original the pod carries its own pull secret for is kept", func(t *testing.T) {
+		p := simplePod(private + ":v1")
+		p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "own"}}
+		got, err := w.cs.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.Containers[0].Image != private+":v1" || len(got.Annotations) != 0 || len(got.Spec.ImagePullSecrets) != 1 {
+			t.Errorf("pod on an available original was changed: %s", podSummary(got))
+		}
+	})
+
+	t.Run("a private original the pod has no credential for is not available", func(t *testing.T) {
+		// The entry's credential is never injected for the original, so the kubelet would pull
+		// it anonymously and get a 401: kuik probes it the same way.
 		got, err := w.cs.CoreV1().Pods(ns).Create(t.Context(), simplePod(private+":v1"), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Spec.Containers[0].Image != private+":v1" || len(got.Annotations) != 0 || len(got.Spec.ImagePullSecrets) != 0 {
-			t.Errorf("pod on an available original was changed: %s", podSummary(got))
+		if got.Spec.Containers[0].Image != private+":v1" || got.Annotations[v1alpha1.AnnotationReason] != `{"app":"NoAlternatives"}` {
+			t.Errorf("pod on a private original without a credential: %s", podSummary(got))
 		}
 	})
 

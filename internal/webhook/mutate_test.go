@@ -207,6 +207,7 @@ func TestPodMutatorPatches(t *testing.T) {
 					v1alpha1.AnnotationOriginalImages: `{"c":"quay.io/acme/foo:v1"}`,
 					v1alpha1.AnnotationRewrittenBy:    `{"c":"ImageAlternative/acme"}`,
 				}
+				p.Labels = map[string]string{v1alpha1.LabelRewritten: "true"}
 				return p
 			}(),
 			ias:       []v1alpha1.ImageAlternative{onFailure},
