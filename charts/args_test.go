@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -56,5 +57,35 @@ func TestDeploymentArgsParseWithTheBinaries(t *testing.T) {
 	}
 	if s.ClusterResourceNamespace != ns || !s.LeaderElection || s.Retention != 20*time.Minute {
 		t.Errorf("secret-syncer options from the chart = %+v", s)
+	}
+}
+
+// The logging flags passed through webhook.extraArgs reach the webhook's logger.
+func TestWebhookLoggingFlagsThroughExtraArgs(t *testing.T) {
+	r := render(t, map[string]any{"webhook": map[string]any{"extraArgs": []any{"-v=2", "--zap-encoder=console"}}})
+	var args []string
+	for _, o := range r.OfKind("Deployment") {
+		if o.GetLabels()["app.kubernetes.io/component"] == "webhook" {
+			var d appsv1.Deployment
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+				t.Fatal(err)
+			}
+			args = d.Spec.Template.Spec.Containers[0].Args
+		}
+	}
+	var logger logr.Logger
+	cmd := webhookapp.NewCommand(
+		func(ctx context.Context, _ webhookapp.Options) error {
+			logger = logr.FromContextOrDiscard(ctx)
+			return nil
+		},
+		func(context.Context, webhookapp.CandidatesOptions) error { return nil },
+	)
+	cmd.SetArgs(args)
+	if err := cmd.ExecuteContext(t.Context()); err != nil {
+		t.Fatalf("webhook args %v: %v", args, err)
+	}
+	if !logger.V(2).Enabled() || logger.V(3).Enabled() {
+		t.Errorf("with -v=2, V(2) enabled = %v, V(3) = %v", logger.V(2).Enabled(), logger.V(3).Enabled())
 	}
 }

@@ -18,6 +18,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -181,8 +182,8 @@ func TestCRDsAreGenerated(t *testing.T) {
 	}
 }
 
-// The rendered policy is policies/*.yaml with the release namespace and the syncer's
-// ServiceAccount filled in, object for object.
+// The rendered policy is policies/*.yaml with the release's policy name, the release namespace
+// and the syncer's ServiceAccount filled in, object for object.
 func TestRenderedPolicyIsPoliciesDir(t *testing.T) {
 	for name, tc := range map[string]struct {
 		values map[string]any
@@ -203,7 +204,7 @@ func TestRenderedPolicyIsPoliciesDir(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				objs, err := charts.Decode(charts.SubstitutePolicy(b, ns, tc.sa))
+				objs, err := charts.Decode(charts.SubstitutePolicy(b, charts.PolicyValues{Name: "kuik-secret-writes", Namespace: ns, SyncerServiceAccount: tc.sa}))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -221,7 +222,7 @@ func TestRenderedPolicyIsPoliciesDir(t *testing.T) {
 			if !strings.Contains(r.Manifest, "'system:serviceaccount:"+ns+":"+tc.sa+"'") {
 				t.Errorf("the rendered policy does not name system:serviceaccount:%s:%s", ns, tc.sa)
 			}
-			for _, p := range []string{charts.PolicyPlaceholders.Namespace, charts.PolicyPlaceholders.SyncerServiceAccount} {
+			for _, p := range []string{charts.PolicyPlaceholders.Name, charts.PolicyPlaceholders.Namespace, charts.PolicyPlaceholders.SyncerServiceAccount} {
 				if strings.Contains(r.Manifest, p) {
 					t.Errorf("placeholder %s was left in the rendered chart", p)
 				}
@@ -342,6 +343,18 @@ func TestWebhookOnlyReads(t *testing.T) {
 	if !allows(namespaced[ns], "watch", "", "secrets") || !allows(cluster, "create", "authorization.k8s.io", "subjectaccessreviews") ||
 		!allows(cluster, "watch", "kuik.enix.io", "imagemirrors") || !allows(cluster, "list", "", "namespaces") {
 		t.Error("the webhook lacks a right it needs")
+	}
+	// Namespaces: read through the cache, and directly (get) when a namespace created a moment
+	// ago is not in it yet; nothing else.
+	var nsVerbs []string
+	for _, r := range cluster {
+		if slices.Contains(r.Resources, "namespaces") {
+			nsVerbs = append(nsVerbs, r.Verbs...)
+		}
+	}
+	slices.Sort(nsVerbs)
+	if diff := cmp.Diff([]string{"get", "list", "watch"}, nsVerbs); diff != "" {
+		t.Errorf("the webhook's verbs on namespaces (-want +got):\n%s", diff)
 	}
 }
 
@@ -745,5 +758,224 @@ func TestPackagedChartRendersThePolicy(t *testing.T) {
 	}
 	if len(packaged.CRDObjects()) != 2 {
 		t.Errorf("packaged chart has %d CRDs, want 2", len(packaged.CRDObjects()))
+	}
+}
+
+// X.509 bounds a commonName to 64 bytes (ub-common-name) and cert-manager refuses a Certificate
+// whose commonName is longer; <service>.<namespace>.svc exceeds it with a long release name and
+// namespace. Neither the cert-manager Certificate nor the chart-generated certificates may carry
+// such a commonName, and both still name the Service as the API server dials it.
+func TestCertificateNamesFitX509(t *testing.T) {
+	const maxCommonName = 64
+	release := "release-" + strings.Repeat("r", 45)     // 53 bytes, Helm's longest release name
+	namespace := "namespace-" + strings.Repeat("n", 53) // 63 bytes, the longest namespace name
+	render := func(t *testing.T, values map[string]any) (*charts.Rendered, string) {
+		t.Helper()
+		r, err := charts.Render(charts.Release{Name: release, Namespace: namespace, Values: values})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var svc string
+		for _, u := range r.OfKind("Service") {
+			if slices.ContainsFunc(convert[corev1.Service](t, u).Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == "webhook" }) {
+				svc = u.GetName()
+			}
+		}
+		if svc == "" {
+			t.Fatal("no webhook Service")
+		}
+		return r, svc + "." + namespace + ".svc"
+	}
+
+	t.Run("cert-manager", func(t *testing.T) {
+		r, dialed := render(t, valueSets["cert-manager"])
+		if len(dialed) <= maxCommonName {
+			t.Fatalf("%s is %d bytes: the test needs a name longer than %d", dialed, len(dialed), maxCommonName)
+		}
+		certs := r.OfKind("Certificate")
+		if len(certs) != 1 {
+			t.Fatalf("%d Certificates, want 1", len(certs))
+		}
+		if cn, found, _ := unstructured.NestedString(certs[0].Object, "spec", "commonName"); found && len(cn) > maxCommonName {
+			t.Errorf("Certificate commonName %q is %d bytes, over X.509's %d", cn, len(cn), maxCommonName)
+		}
+		dns, _, _ := unstructured.NestedStringSlice(certs[0].Object, "spec", "dnsNames")
+		if !slices.Contains(dns, dialed) {
+			t.Errorf("Certificate dnsNames %v lack %s", dns, dialed)
+		}
+	})
+
+	t.Run("generated", func(t *testing.T) {
+		r, dialed := render(t, nil)
+		var s *corev1.Secret
+		for _, u := range r.OfKind("Secret") {
+			if u.GetLabels()["app.kubernetes.io/component"] == "webhook" {
+				s = convert[corev1.Secret](t, u)
+			}
+		}
+		if s == nil {
+			t.Fatal("no generated TLS Secret")
+		}
+		parse := func(key string) *x509.Certificate {
+			t.Helper()
+			block, _ := pem.Decode(s.Data[key])
+			if block == nil {
+				t.Fatalf("%s holds no PEM block", key)
+			}
+			c, err := x509.ParseCertificate(block.Bytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		ca, cert := parse("ca.crt"), parse("tls.crt")
+		for name, c := range map[string]*x509.Certificate{"CA": ca, "serving certificate": cert} {
+			if cn := c.Subject.CommonName; len(cn) > maxCommonName {
+				t.Errorf("%s commonName %q is %d bytes, over X.509's %d", name, cn, len(cn), maxCommonName)
+			}
+			if cn := c.Issuer.CommonName; len(cn) > maxCommonName {
+				t.Errorf("%s issuer commonName %q is %d bytes, over X.509's %d", name, cn, len(cn), maxCommonName)
+			}
+		}
+		pool := x509.NewCertPool()
+		pool.AddCert(ca)
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: dialed, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			t.Errorf("serving certificate does not verify for %s: %v", dialed, err)
+		}
+	})
+}
+
+// Two releases (their own names, their own namespaces) render no object of the same kind,
+// namespace and name outside their own namespaces (cluster-scoped ones, and any in a shared
+// namespace), so the second neither fails to install nor takes over the first's; and each
+// release's cluster-wide objects point at its own: the policy binding at its policy, the policy
+// at its secret-syncer, the RBAC at its ServiceAccounts.
+func TestTwoReleasesShareNoClusterScopedObject(t *testing.T) {
+	releases := []charts.Release{{Name: "kuik", Namespace: "kuik-system"}, {Name: "second", Namespace: "team-b"}}
+	owner := map[string]string{} // kind/namespace/name → release
+	for _, rel := range releases {
+		r, err := charts.Render(rel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var clusterScoped int
+		for _, o := range r.Objects {
+			if o.GetNamespace() == rel.Namespace {
+				continue
+			}
+			if o.GetNamespace() == "" {
+				clusterScoped++
+			}
+			key := o.GetKind() + "/" + o.GetNamespace() + "/" + o.GetName()
+			if other, ok := owner[key]; ok {
+				t.Errorf("releases %s and %s both render %s", other, rel.Name, key)
+			}
+			owner[key] = rel.Name
+		}
+		if clusterScoped < 6 {
+			t.Errorf("release %s renders %d cluster-scoped objects, want the RBAC, both webhook configurations, the policy and its binding", rel.Name, clusterScoped)
+		}
+
+		policies, bindings := r.OfKind("ValidatingAdmissionPolicy"), r.OfKind("ValidatingAdmissionPolicyBinding")
+		if len(policies) != 1 || len(bindings) != 1 {
+			t.Fatalf("release %s renders %d policies and %d bindings, want one each", rel.Name, len(policies), len(bindings))
+		}
+		vap := convert[admissionregistrationv1.ValidatingAdmissionPolicy](t, policies[0])
+		vapb := convert[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, bindings[0])
+		if vapb.Spec.PolicyName != vap.Name {
+			t.Errorf("release %s: the binding %s binds policy %q, want its own %q", rel.Name, vapb.Name, vapb.Spec.PolicyName, vap.Name)
+		}
+		syncer := "'system:serviceaccount:" + rel.Namespace + ":"
+		if !strings.Contains(vap.Spec.MatchConditions[0].Expression, syncer) {
+			t.Errorf("release %s: policy %s does not name a ServiceAccount of %s: %s", rel.Name, vap.Name, rel.Namespace, vap.Spec.MatchConditions[0].Expression)
+		}
+		for _, u := range r.OfKind("ClusterRoleBinding") {
+			b := convert[rbacv1.ClusterRoleBinding](t, u)
+			if r.Find("ClusterRole", b.RoleRef.Name) == nil {
+				t.Errorf("release %s: %s binds ClusterRole %s, which it does not render", rel.Name, b.Name, b.RoleRef.Name)
+			}
+			for _, s := range b.Subjects {
+				if s.Namespace != rel.Namespace {
+					t.Errorf("release %s: %s binds %s/%s", rel.Name, b.Name, s.Namespace, s.Name)
+				}
+			}
+		}
+	}
+}
+
+// webhook.networkPolicy renders a NetworkPolicy letting only the given peers reach the webhook
+// port of the webhook pods, plus the extra rules; it is off by default and refuses to render
+// without peers (an ingress rule without peers admits every source).
+func TestWebhookNetworkPolicy(t *testing.T) {
+	if n := len(render(t, nil).OfKind("NetworkPolicy")); n != 0 {
+		t.Errorf("%d NetworkPolicies by default, want none", n)
+	}
+	apiServer := []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/24"}}}
+	prometheus := map[string]any{
+		"from":  []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}}},
+		"ports": []any{map[string]any{"port": "metrics"}},
+	}
+	r := render(t, map[string]any{"webhook": map[string]any{"networkPolicy": map[string]any{
+		"enabled": true, "from": apiServer, "extraIngress": []any{prometheus},
+	}}})
+	nps := r.OfKind("NetworkPolicy")
+	if len(nps) != 1 {
+		t.Fatalf("%d NetworkPolicies, want 1", len(nps))
+	}
+	np := convert[networkingv1.NetworkPolicy](t, nps[0])
+	if np.Namespace != ns {
+		t.Errorf("NetworkPolicy in %q", np.Namespace)
+	}
+	d := deployments(t, r)
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sel.Matches(labels.Set(d["kuik-webhook"].Spec.Template.Labels)) || sel.Matches(labels.Set(d["kuik-secret-syncer"].Spec.Template.Labels)) {
+		t.Error("the NetworkPolicy does not select exactly the webhook pods")
+	}
+	if diff := cmp.Diff([]networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, np.Spec.PolicyTypes); diff != "" {
+		t.Errorf("policyTypes (-want +got):\n%s", diff)
+	}
+	if len(np.Spec.Ingress) != 2 {
+		t.Fatalf("ingress rules = %+v, want the webhook port's and the extra one", np.Spec.Ingress)
+	}
+	webhookRule := np.Spec.Ingress[0]
+	if diff := cmp.Diff([]networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/24"}}}, webhookRule.From); diff != "" {
+		t.Errorf("webhook port peers (-want +got):\n%s", diff)
+	}
+	// The rule's port is the one the webhook Service targets, on the webhook container.
+	svc := convert[corev1.Service](t, r.Find("Service", "kuik-webhook"))
+	if len(webhookRule.Ports) != 1 || webhookRule.Ports[0].Port == nil || webhookRule.Ports[0].Port.String() != svc.Spec.Ports[0].TargetPort.String() ||
+		webhookRule.Ports[0].Protocol == nil || *webhookRule.Ports[0].Protocol != corev1.ProtocolTCP {
+		t.Errorf("webhook rule ports = %+v, want TCP %s (the Service's targetPort)", webhookRule.Ports, svc.Spec.Ports[0].TargetPort.String())
+	}
+	if !slices.ContainsFunc(d["kuik-webhook"].Spec.Template.Spec.Containers[0].Ports, func(p corev1.ContainerPort) bool {
+		return p.Name == webhookRule.Ports[0].Port.String() && p.ContainerPort == 9443
+	}) {
+		t.Errorf("the webhook container has no port %s (9443)", webhookRule.Ports[0].Port.String())
+	}
+	if got := np.Spec.Ingress[1]; len(got.Ports) != 1 || got.Ports[0].Port.String() != "metrics" || got.From[0].NamespaceSelector == nil {
+		t.Errorf("extra ingress rule = %+v, want the values' one", got)
+	}
+	if msgs := charts.Lint(ns, map[string]any{"webhook": map[string]any{"networkPolicy": map[string]any{"enabled": true, "from": apiServer}}}); len(msgs) != 0 {
+		t.Errorf("helm lint:\n%s", strings.Join(msgs, "\n"))
+	}
+
+	for name, np := range map[string]map[string]any{
+		"enabled without peers":      {"enabled": true},
+		"enabled with an empty list": {"enabled": true, "from": []any{}},
+		"an empty peer":              {"enabled": true, "from": []any{map[string]any{}}},
+		"a peer that is not one":     {"enabled": true, "from": []any{map[string]any{"cidr": "10.0.0.0/24"}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := renderErr(map[string]any{"webhook": map[string]any{"networkPolicy": np}})
+			if err == nil {
+				t.Fatal("rendered, want refused")
+			}
+			if !strings.Contains(err.Error(), "from") {
+				t.Errorf("refusal %q does not name from", err)
+			}
+		})
 	}
 }

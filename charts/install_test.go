@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/discovery"
@@ -220,6 +221,75 @@ func TestInstall(t *testing.T) {
 			if got.Status.Allowed != c.want {
 				t.Errorf("%s %s %s in %q: allowed = %v, want %v", c.user, c.verb, c.resource, c.in, got.Status.Allowed, c.want)
 			}
+		}
+	})
+
+	t.Run("the webhook reads a namespace directly", func(t *testing.T) {
+		// A namespace created a moment ago may not be in the webhook's cache: it then reads it
+		// with a GET, under the chart's RBAC, as its ServiceAccount.
+		n, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			GenerateName: "fresh-", Labels: map[string]string{"team": "a"},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		webhook, err := kubernetes.NewForConfig(cp.ConfigAsServiceAccount(ns, "kuik-webhook"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := webhook.CoreV1().Namespaces().Get(t.Context(), n.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the webhook's ServiceAccount cannot get namespace %s: %v", n.Name, err)
+		}
+		if got.Labels["team"] != "a" {
+			t.Errorf("namespace labels read by the webhook = %v", got.Labels)
+		}
+		// Reading is all it may do to namespaces.
+		for _, verb := range []string{"create", "update", "patch", "delete", "deletecollection"} {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:               "system:serviceaccount:" + ns + ":kuik-webhook",
+				Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Resource: "namespaces", Name: n.Name},
+			}}
+			res, err := cs.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), sar, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status.Allowed {
+				t.Errorf("the webhook may %s namespaces", verb)
+			}
+		}
+		if err := webhook.CoreV1().Namespaces().Delete(t.Context(), n.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) {
+			t.Errorf("the webhook deleting a namespace (dry run) = %v, want Forbidden", err)
+		}
+	})
+
+	t.Run("the optional NetworkPolicy is valid", func(t *testing.T) {
+		// Nothing here enforces NetworkPolicies (no network plugin): the API server only
+		// validates it.
+		r, err := charts.Render(charts.Release{Name: "kuik", Namespace: ns, Values: map[string]any{"webhook": map[string]any{"networkPolicy": map[string]any{
+			"enabled": true,
+			"from": []any{
+				map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/24"}},
+				map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "kube-system"}},
+					"podSelector": map[string]any{"matchLabels": map[string]any{"k8s-app": "konnectivity-agent"}}},
+			},
+			"extraIngress": []any{map[string]any{"ports": []any{map[string]any{"port": "metrics"}}}},
+		}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nps := r.OfKind("NetworkPolicy")
+		if len(nps) != 1 {
+			t.Fatalf("%d NetworkPolicies rendered, want 1", len(nps))
+		}
+		dyn, err := dynamic.NewForConfig(cp.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}
+		if _, err := dyn.Resource(res).Namespace(ns).Create(t.Context(), nps[0], metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}); err != nil {
+			t.Errorf("the API server refuses the chart's NetworkPolicy: %v", err)
 		}
 	})
 

@@ -160,13 +160,25 @@ func Lint(namespace string, values map[string]any) []string {
 }
 
 // PolicyPlaceholders are the strings of policies/*.yaml that the chart replaces.
-var PolicyPlaceholders = struct{ Namespace, SyncerServiceAccount string }{
+var PolicyPlaceholders = struct{ Name, Namespace, SyncerServiceAccount string }{
+	Name:                 "__KUIK_POLICY_NAME__",
 	Namespace:            "__KUIK_NAMESPACE__",
 	SyncerServiceAccount: "__KUIK_SYNCER_SERVICE_ACCOUNT__",
 }
 
+// PolicyValues are what the chart puts in place of PolicyPlaceholders.
+type PolicyValues struct {
+	// Name names the policy and its binding: <fullname>-secret-writes.
+	Name                 string
+	Namespace            string
+	SyncerServiceAccount string
+}
+
 // SubstitutePolicy does to a policies/*.yaml file what the chart does to its copy.
-func SubstitutePolicy(policy []byte, namespace, syncerServiceAccount string) []byte {
-	s := strings.ReplaceAll(string(policy), PolicyPlaceholders.Namespace, namespace)
-	return []byte(strings.ReplaceAll(s, PolicyPlaceholders.SyncerServiceAccount, syncerServiceAccount))
+func SubstitutePolicy(policy []byte, v PolicyValues) []byte {
+	return []byte(strings.NewReplacer(
+		PolicyPlaceholders.Name, v.Name,
+		PolicyPlaceholders.Namespace, v.Namespace,
+		PolicyPlaceholders.SyncerServiceAccount, v.SyncerServiceAccount,
+	).Replace(string(policy)))
 }

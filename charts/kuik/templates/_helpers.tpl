@@ -49,6 +49,8 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "kuik.syncer.fullname" -}}{{ include "kuik.fullname" . }}-secret-syncer{{- end }}
 {{- define "kuik.webhook.tlsSecretName" -}}{{ include "kuik.fullname" . }}-webhook-tls{{- end }}
 {{- define "kuik.imagePullSecretName" -}}{{ include "kuik.fullname" . }}-image-pull-secret{{- end }}
+{{/* The ValidatingAdmissionPolicy and its binding: cluster-wide, so named after the release. */}}
+{{- define "kuik.admissionPolicyName" -}}{{ include "kuik.fullname" . }}-secret-writes{{- end }}
 
 {{- define "kuik.webhook.serviceAccountName" -}}
 {{- default (include "kuik.webhook.fullname" .) .Values.serviceAccount.webhookName }}
