@@ -2,6 +2,7 @@ package routing
 
 import (
 	"fmt"
+	"regexp"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -20,6 +21,12 @@ const (
 	maxNameLen       = 253
 	maxNamespaceLen  = 63
 )
+
+// hostPortOnly is the CRD's test for a destination.path that is a registry host with a port and
+// nothing after it, which would otherwise read as a name with a tag.
+var hostPortOnly = regexp.MustCompile(`^[^/@:]*:[0-9]+$`)
+
+const msgHostPortOnly = "a registry host with a port must end with '/' to name its root, e.g. registry.tld:5000/"
 
 // ValidateImageAlternative returns every reason obj cannot be indexed, each with the JSON
 // path of the field at fault. It mirrors the CRD's schema and CEL rules and also parses every
@@ -114,10 +121,13 @@ func ValidateImageMirror(obj *v1alpha1.ImageMirror) field.ErrorList {
 	}
 
 	dest := spec.Child("destination")
-	if obj.Spec.Destination.Path == "" {
+	switch path := obj.Spec.Destination.Path; {
+	case path == "":
 		errs = append(errs, field.Required(dest.Child("path"), "the mirror's registry path is required"))
-	} else {
-		errs = append(errs, validateReference(obj.Spec.Destination.Path, dest.Child("path"), destinationKind)...)
+	case hostPortOnly.MatchString(path):
+		errs = append(errs, field.Invalid(dest.Child("path"), path, msgHostPortOnly))
+	default:
+		errs = append(errs, validateReference(path, dest.Child("path"), destinationKind)...)
 	}
 	if pull := obj.Spec.Destination.Pull; pull != nil {
 		errs = append(errs, validateAuth(pull.Auth, dest.Child("pull", "auth"))...)

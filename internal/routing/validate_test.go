@@ -205,9 +205,16 @@ func TestValidateImageMirror(t *testing.T) {
 		"a destination on a bare host with a port is accepted": {
 			obj: testutil.NewImageMirror("m", "registry.tld:5000/").Build(),
 		},
-		"a bare host with a port and no trailing slash reads as a tag, as in the CRD": {
+		"a bare host with a port and no trailing slash is refused for the missing slash, as in the CRD": {
 			obj:  testutil.NewImageMirror("m", "registry.tld:5000").Build(),
-			want: []string{`spec.destination.path: Invalid value: "registry.tld:5000": must not contain a tag (tags and digests are carried over from the pod's image)`},
+			want: []string{`spec.destination.path: Invalid value: "registry.tld:5000": a registry host with a port must end with '/' to name its root, e.g. registry.tld:5000/`},
+		},
+		"a bare host with a port and a path is accepted": {
+			obj: testutil.NewImageMirror("m", "localhost:5000/mirror").Build(),
+		},
+		"a tag after a host with a port is still a tag": {
+			obj:  testutil.NewImageMirror("m", "registry.tld:5000/mirror:v1").Build(),
+			want: []string{`spec.destination.path: Invalid value: "registry.tld:5000/mirror:v1": must not contain a tag (tags and digests are carried over from the pod's image)`},
 		},
 		"an unknown rewritePolicy": {
 			obj:  valid().Policy("Never").Build(),

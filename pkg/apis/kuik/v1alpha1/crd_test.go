@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -135,6 +136,48 @@ func TestCRDAdmitsValidRoutingResourcesWithDefaults(t *testing.T) {
 			}
 			if policy != v1alpha1.RewritePolicyOnFailure {
 				t.Errorf("rewritePolicy defaulted to %q, want OnFailure", policy)
+			}
+		})
+	}
+}
+
+// A mirror destination that is a registry host with a port and nothing after it is refused for
+// what it lacks, the trailing '/' (not as a tag); with the '/' it is the registry's root. The
+// webhook's validation (routing.ValidateImageMirror, also used by `webhook candidates`) gives
+// the same verdict with the same words.
+func TestCRDMirrorDestinationOnAHostWithAPort(t *testing.T) {
+	const noSlash = "a registry host with a port must end with '/' to name its root, e.g. registry.tld:5000/"
+	const tag = "must not contain a tag"
+	c := newClient(t)
+	for path, want := range map[string]string{
+		"registry.tld:5000":           noSlash,
+		"localhost:5000":              noSlash,
+		"10.0.0.1:5000":               noSlash,
+		"registry.tld:5000/":          "",
+		"localhost:5000/mirror/":      "",
+		"registry.tld:5000/mirror":    "",
+		"registry.tld:5000/mirror:v1": tag,
+		"registry.tld/mirror:5000":    tag,
+		"registry.tld":                "",
+	} {
+		t.Run(path, func(t *testing.T) {
+			obj := im(path)
+			err := c.Create(t.Context(), obj, client.DryRunAll)
+			switch {
+			case want == "" && err != nil:
+				t.Errorf("the API server refused destination.path %q: %v", path, err)
+			case want != "" && (!apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.destination.path") || !strings.Contains(err.Error(), "destination.path: "+want)):
+				t.Errorf("the API server's answer to destination.path %q = %v, want Invalid naming spec.destination.path with %q", path, err, want)
+			case want == noSlash && strings.Contains(err.Error(), tag):
+				t.Errorf("the API server calls %q a tag: %v", path, err)
+			}
+
+			errs := routing.ValidateImageMirror(obj)
+			switch {
+			case want == "" && len(errs) != 0:
+				t.Errorf("the webhook refuses destination.path %q: %v", path, errs.ToAggregate())
+			case want != "" && (len(errs) != 1 || errs[0].Field != "spec.destination.path" || !strings.HasPrefix(errs[0].Detail, want)):
+				t.Errorf("the webhook's answer to destination.path %q = %v, want one error on spec.destination.path starting with %q", path, errs.ToAggregate(), want)
 			}
 		})
 	}

@@ -36,13 +36,15 @@ type ImageMirrorSpec struct {
 // MirrorDestination is the registry path under which images are mirrored: the candidate for an
 // image is path + its full normalized reference.
 type MirrorDestination struct {
-	// path is the registry path, e.g. registry.tld/mirror/.
+	// path is the registry path, e.g. registry.tld/mirror/; a registry host with a port and no
+	// path must end with '/' (registry.tld:5000/), since registry.tld:5000 reads as a tag.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=255
 	// +kubebuilder:validation:XValidation:rule="!self.endsWith(':')",message="destination.path: must not end with ':'"
 	// +kubebuilder:validation:XValidation:rule="!self.contains('@')",message="destination.path: must not contain a digest"
-	// +kubebuilder:validation:XValidation:rule="self.endsWith(':') || !self.matches(':[^/]*$')",message="destination.path: must not contain a tag"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[^/@:]*:[0-9]+$')",message="destination.path: a registry host with a port must end with '/' to name its root, e.g. registry.tld:5000/"
+	// +kubebuilder:validation:XValidation:rule="self.endsWith(':') || self.matches('^[^/@:]*:[0-9]+$') || !self.matches(':[^/]*$')",message="destination.path: must not contain a tag"
 	// +kubebuilder:validation:XValidation:rule="self.endsWith(':') || self.contains('@') || self.matches(':[^/]*$') || self.matches('^(([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])([.]([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(:[0-9]+)?)(/[a-z0-9]+(([._]|__|[-]+)[a-z0-9]+)*)*/?$')",message="destination.path: not a valid registry path"
 	Path string `json:"path"`
 	// insecure: the registry speaks plain HTTP.
