@@ -3,7 +3,6 @@ package probe_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,60 +13,6 @@ import (
 	"github.com/enix/kuik/internal/probe"
 	"github.com/enix/kuik/internal/testutil"
 )
-
-// silentRegistry accepts TCP connections and never answers: the worst registry there is, an
-// upstream whose load balancer is up and whose backends are gone.
-type silentRegistry struct {
-	Host     string
-	open     atomic.Int64
-	max      atomic.Int64
-	accepted atomic.Int64
-}
-
-func newSilentRegistry(t *testing.T) *silentRegistry {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &silentRegistry{Host: l.Addr().String()}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			s.accepted.Add(1)
-			n := s.open.Add(1)
-			for m := s.max.Load(); n > m && !s.max.CompareAndSwap(m, n); m = s.max.Load() {
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			go func() {
-				// Read until the client gives up, answer nothing.
-				buf := make([]byte, 4096)
-				for {
-					if _, err := c.Read(buf); err != nil {
-						s.open.Add(-1)
-						return
-					}
-				}
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return s
-}
 
 // Resolve probes the lists of all containers at once: three containers, each with a hanging
 // upstream first (it accepts the connection and never answers) and an available alternative
@@ -150,7 +95,7 @@ func TestNoProbeStartsPastTheCallersDeadline(t *testing.T) {
 // others are skipped and counted, and no more connections than MaxConnsPerHost reach one
 // registry.
 func TestProbesInFlightAndConnectionsAreBounded(t *testing.T) {
-	silent := newSilentRegistry(t)
+	silent := testutil.NewSilentRegistry(t)
 	var limited atomic.Int64
 	p := probe.New(probe.Options{
 		Timeout:         2 * time.Second,
@@ -198,10 +143,10 @@ func TestProbesInFlightAndConnectionsAreBounded(t *testing.T) {
 	// The bound is per scheme: for a registry on localhost, go-containerregistry pings https
 	// and http at once. The listener notices a closed connection a moment after the client,
 	// hence a little slack; without the bound, 40 probes open 80.
-	if n := silent.max.Load(); n > 2*3+2 {
+	if n := silent.MaxOpen(); n > 2*3+2 {
 		t.Errorf("%d connections were open at once to one registry, want at most 3 per scheme", n)
 	}
-	if silent.accepted.Load() == 0 {
+	if silent.Accepted() == 0 {
 		t.Error("no probe reached the registry at all")
 	}
 	// Once the probes time out, the in-flight count returns to zero.

@@ -16,69 +16,21 @@ import (
 
 	"github.com/enix/kuik/internal/probe"
 	"github.com/enix/kuik/internal/routing"
+	"github.com/enix/kuik/internal/testutil"
 	"github.com/enix/kuik/internal/webhook"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
-
-// silentListener accepts TCP connections and never answers, counting them.
-type silentListener struct {
-	addr      string
-	open, max atomic.Int64
-}
-
-func newSilentListener(t *testing.T) *silentListener {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &silentListener{addr: l.Addr().String()}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			n := s.open.Add(1)
-			for m := s.max.Load(); n > m && !s.max.CompareAndSwap(m, n); m = s.max.Load() {
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			go func() {
-				buf := make([]byte, 4096)
-				for {
-					if _, err := c.Read(buf); err != nil {
-						s.open.Add(-1)
-						return
-					}
-				}
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return s
-}
 
 // A flood of pods whose images name hosts nobody declared, under a catch-all mirror, while
 // every registry hangs: the probes in flight, the connections, the goroutines and the metric
 // label values all stay bounded, and everything drains once the probes time out.
 func TestAFloodOfInventedHostsStaysBounded(t *testing.T) {
-	silent := newSilentListener(t)
+	silent := testutil.NewSilentRegistry(t)
 	transport := &http.Transport{
 		// Every registry, whatever its name, is the silent listener.
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			var d net.Dialer
-			return d.DialContext(ctx, network, silent.addr)
+			return d.DialContext(ctx, network, silent.Host)
 		},
 		MaxConnsPerHost: 2,
 	}
@@ -151,7 +103,7 @@ func TestAFloodOfInventedHostsStaysBounded(t *testing.T) {
 	if extra := peak.Load() - int64(baseline) - pods; extra > maxInFlight*8 {
 		t.Errorf("goroutines peaked at %d over the %d admissions and the baseline of %d, want at most %d", extra, pods, baseline, maxInFlight*8)
 	}
-	if n := silent.max.Load(); n > 2*maxInFlight {
+	if n := silent.MaxOpen(); n > 2*maxInFlight {
 		t.Errorf("%d connections were open at once, want at most %d (two schemes per probe in flight)", n, 2*maxInFlight)
 	}
 	if skipped.Load() == 0 {

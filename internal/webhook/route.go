@@ -122,8 +122,11 @@ func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 		}
 		if scope.EphemeralOnly {
 			cands = slices.DeleteFunc(slices.Clone(cands), func(c routing.Candidate) bool {
-				return c.Inject && !(hasPullSecret(pod, routing.PullSecretName(c.Source.Kind, c.Source.Name)) &&
-					(c.Policy == v1alpha1.RewritePolicyAlways || used[usedEntry{c.Source, c.AuthPath}]))
+				if !c.Inject {
+					return false
+				}
+				inSecret := c.Policy == v1alpha1.RewritePolicyAlways || used[usedEntry{c.Source, c.AuthPath}]
+				return !inSecret || !hasPullSecret(pod, routing.PullSecretName(c.Source.Kind, c.Source.Name))
 			})
 		}
 		todo = append(todo, c)
