@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/enix/kuik/internal/logflags"
+	"github.com/enix/kuik/internal/probe"
 )
 
 // Options are the webhook server's settings.
@@ -23,6 +24,8 @@ type Options struct {
 	ClusterResourceNamespace string
 	ProbeTimeout             time.Duration
 	CacheTTL                 time.Duration
+	MaxProbesInFlight        int
+	MaxConnsPerRegistry      int
 	CertDir                  string
 	Host                     string
 	Port                     int
@@ -76,6 +79,12 @@ resources.`,
 			if o.CacheTTL < 0 {
 				return UsageError{errors.New("--cache-ttl must not be negative")}
 			}
+			if o.MaxProbesInFlight <= 0 {
+				return UsageError{errors.New("--max-probes-in-flight must be positive")}
+			}
+			if o.MaxConnsPerRegistry <= 0 {
+				return UsageError{errors.New("--max-conns-per-registry must be positive")}
+			}
 			if o.ClusterResourceNamespace == "" {
 				return UsageError{errors.New("--cluster-resource-namespace must not be empty")}
 			}
@@ -91,8 +100,10 @@ resources.`,
 	f := cmd.Flags()
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig; in-cluster configuration when empty.")
 	f.StringVar(&o.ClusterResourceNamespace, "cluster-resource-namespace", envOr("POD_NAMESPACE", DefaultNamespace), "Namespace holding the Secrets that routing resources reference (default: $POD_NAMESPACE, else kuik-system).")
-	f.DurationVar(&o.ProbeTimeout, "probe-timeout", 2*time.Second, "Timeout of one registry probe; the worst case of an admission.")
-	f.DurationVar(&o.CacheTTL, "cache-ttl", 10*time.Second, "How long a probe result is reused.")
+	f.DurationVar(&o.ProbeTimeout, "probe-timeout", probe.DefaultTimeout, "Timeout of one registry probe; the worst case of an admission, whatever its number of containers.")
+	f.DurationVar(&o.CacheTTL, "cache-ttl", probe.DefaultTTL, "How long a probe result is reused.")
+	f.IntVar(&o.MaxProbesInFlight, "max-probes-in-flight", probe.DefaultMaxInFlight, "Most registry probes running at once; a probe beyond it is not sent and counts as unavailable.")
+	f.IntVar(&o.MaxConnsPerRegistry, "max-conns-per-registry", probe.DefaultMaxConnsPerHost, "Most connections to one registry (per scheme).")
 	f.StringVar(&o.CertDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding tls.crt and tls.key for the webhook server.")
 	f.StringVar(&o.Host, "webhook-bind-address", "", "Address the webhook server binds to (empty: all interfaces).")
 	f.IntVar(&o.Port, "webhook-port", 9443, "Port of the webhook server.")

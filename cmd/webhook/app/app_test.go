@@ -38,18 +38,18 @@ func TestServeFlags(t *testing.T) {
 	}{
 		"defaults": {
 			want: app.Options{ClusterResourceNamespace: "kuik-system", ProbeTimeout: 2 * time.Second, CacheTTL: 10 * time.Second,
-				CertDir: "/tmp/k8s-webhook-server/serving-certs", Port: 9443, MetricsBindAddress: ":8080", HealthProbeBindAddress: ":8081"},
+				MaxProbesInFlight: 256, MaxConnsPerRegistry: 16, CertDir: "/tmp/k8s-webhook-server/serving-certs", Port: 9443, MetricsBindAddress: ":8080", HealthProbeBindAddress: ":8081"},
 		},
 		"the namespace defaults to POD_NAMESPACE": {
 			env: "kuik",
 			want: app.Options{ClusterResourceNamespace: "kuik", ProbeTimeout: 2 * time.Second, CacheTTL: 10 * time.Second,
-				CertDir: "/tmp/k8s-webhook-server/serving-certs", Port: 9443, MetricsBindAddress: ":8080", HealthProbeBindAddress: ":8081"},
+				MaxProbesInFlight: 256, MaxConnsPerRegistry: 16, CertDir: "/tmp/k8s-webhook-server/serving-certs", Port: 9443, MetricsBindAddress: ":8080", HealthProbeBindAddress: ":8081"},
 		},
 		"every flag": {
 			args: []string{"--kubeconfig=/k", "--cluster-resource-namespace=ns", "--probe-timeout=500ms", "--cache-ttl=1m",
-				"--cert-dir=/c", "--webhook-bind-address=127.0.0.1", "--webhook-port=1", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:2"},
+				"--max-probes-in-flight=8", "--max-conns-per-registry=2", "--cert-dir=/c", "--webhook-bind-address=127.0.0.1", "--webhook-port=1", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:2"},
 			want: app.Options{Kubeconfig: "/k", ClusterResourceNamespace: "ns", ProbeTimeout: 500 * time.Millisecond, CacheTTL: time.Minute,
-				CertDir: "/c", Host: "127.0.0.1", Port: 1, MetricsBindAddress: "0", HealthProbeBindAddress: "127.0.0.1:2"},
+				MaxProbesInFlight: 8, MaxConnsPerRegistry: 2, CertDir: "/c", Host: "127.0.0.1", Port: 1, MetricsBindAddress: "0", HealthProbeBindAddress: "127.0.0.1:2"},
 		},
 	}
 	for name, tc := range tests {
@@ -70,6 +70,8 @@ func TestUsageErrors(t *testing.T) {
 	tests := map[string][]string{
 		"zero probe timeout":           {"--probe-timeout=0s"},
 		"negative cache ttl":           {"--cache-ttl=-1s"},
+		"no probe in flight":           {"--max-probes-in-flight=0"},
+		"no connection per registry":   {"--max-conns-per-registry=0"},
 		"empty namespace":              {"--cluster-resource-namespace="},
 		"candidates without resources": {"candidates", "nginx"},
 		"candidates with bad labels":   {"candidates", "--resources=f", "--pod-labels=a=b=c", "nginx"},
