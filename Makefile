@@ -19,9 +19,17 @@ help: ## List every target.
 controlplane: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl into the cache (reused when there).
 	@hack/controlplane.sh >/dev/null
 
+.PHONY: node
+node: ## Build containerd, its shim, ctr and the CNI plugins into the cache, and install runc and nft (apt) when missing.
+	@hack/node.sh >/dev/null
+
 .PHONY: build
 build: ## Build the webhook and secret-syncer binaries into bin/.
 	$(GO) build -trimpath -o $(BIN_DIR)/ ./cmd/...
+
+.PHONY: images
+images: ## Build the webhook and secret-syncer images (linux/amd64+arm64, OCI layout in _output/images); REGISTRY=host[:port]/path pushes them.
+	$(GO) run ./hack/images -out _output/images -bin _output/bin $(if $(REGISTRY),-registry=$(REGISTRY)) $(if $(filter 1 true,$(REGISTRY_INSECURE)),-insecure) $(if $(TAG),-tag=$(TAG))
 
 .PHONY: generate
 generate: ## Regenerate deepcopy code from the API types.
@@ -52,7 +60,7 @@ lint: ## Run golangci-lint (pinned in hack/tools).
 	$(TOOL) golangci-lint run ./...
 
 .PHONY: test
-test: controlplane ## Unit and integration tests (real kube-apiserver, etcd, kube-controller-manager).
+test: controlplane node ## Unit and integration tests (real kube-apiserver, etcd, kube-controller-manager), and the node tests (kubelet, containerd).
 	KUIK_ASSETS="$$(hack/controlplane.sh dir)" $(GO) test -p $(TEST_P) -count=1 $(TEST_FLAGS) ./...
 
 .PHONY: test-unit

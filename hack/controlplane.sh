@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager, kubectl, kube-scheduler, kubelet and etcd at
+# Builds kube-apiserver, kube-controller-manager, kubectl, kube-scheduler, kubelet, kube-proxy and etcd at
 # the versions pinned in hack/versions.env, from Go modules, into a cache outside the repository
 # keyed by version (the node's other binaries come from hack/node.sh):
 #   ${KUIK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kuik}/k8s-<version>/
@@ -32,7 +32,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/kuik-controlplane.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 build_kubernetes() {
-	local want=(kube-apiserver kube-controller-manager kubectl kube-scheduler kubelet) missing=() b
+	local want=(kube-apiserver kube-controller-manager kubectl kube-scheduler kubelet kube-proxy) missing=() b
 	for b in "${want[@]}"; do [[ -x $k8s_dir/$b ]] || missing+=("$b"); done
 	if ((${#missing[@]} == 0)); then
 		log "kubernetes $KUBERNETES_VERSION: cached in $k8s_dir"
@@ -102,6 +102,6 @@ build_etcd
 build_kubernetes
 
 mkdir -p "$assets"
-for b in kube-apiserver kube-controller-manager kubectl kube-scheduler kubelet; do ln -sfn "$k8s_dir/$b" "$assets/$b"; done
+for b in kube-apiserver kube-controller-manager kubectl kube-scheduler kubelet kube-proxy; do ln -sfn "$k8s_dir/$b" "$assets/$b"; done
 ln -sfn "$etcd_dir/etcd" "$assets/etcd"
 echo "$assets"

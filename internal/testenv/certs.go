@@ -74,9 +74,14 @@ func (k KeyPair) WriteFiles(dir, certName, keyName string) error {
 
 // ServingPair signs a server certificate for 127.0.0.1 and localhost, plus extra DNS names.
 func (ca *CA) ServingPair(dnsNames ...string) (KeyPair, error) {
+	return ca.ServingPairFor([]net.IP{net.IPv4(127, 0, 0, 1)}, dnsNames...)
+}
+
+// ServingPairFor signs a server certificate for these addresses, localhost and extra DNS names.
+func (ca *CA) ServingPairFor(ips []net.IP, dnsNames ...string) (KeyPair, error) {
 	return ca.sign(&x509.Certificate{
-		Subject:     pkix.Name{CommonName: "127.0.0.1"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		Subject:     pkix.Name{CommonName: ips[0].String()},
+		IPAddresses: ips,
 		DNSNames:    append([]string{"localhost"}, dnsNames...),
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	})

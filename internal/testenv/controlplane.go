@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -33,7 +34,27 @@ type Options struct {
 	// Detached leaves the processes running after this process exits (the demo); their pids
 	// go to Dir/pids and StopDetached ends them. Stop still ends them too.
 	Detached bool
+	// CA, when set, signs the control plane's certificates instead of a new CA (a node signs
+	// its kubelet's with the same one).
+	CA *CA
+	// AdvertiseAddress, when set, is the address the API server listens on and publishes as
+	// the endpoint of the kubernetes Service (a node's address in a network namespace of its
+	// own). Unset, the API server listens on 127.0.0.1 and the Service has no endpoint, since
+	// an endpoint may not be a loopback address.
+	AdvertiseAddress string
+	// Cluster runs the control plane a kubelet joins: Node and RBAC authorization with the
+	// NodeRestriction and ServiceAccount admission plugins, kube-controller-manager with every
+	// controller (each under its own service account), and kube-scheduler. It implies
+	// GarbageCollection.
+	Cluster bool
 }
+
+// ServiceCIDR is the control plane's Service network; its first address is the kubernetes
+// Service's ClusterIP.
+const ServiceCIDR = "10.96.0.0/24"
+
+// KubernetesServiceIP is the ClusterIP of the kubernetes Service, in ServiceCIDR.
+const KubernetesServiceIP = "10.96.0.1"
 
 // ControlPlane is a running etcd + kube-apiserver (+ kube-controller-manager).
 type ControlPlane struct {
@@ -51,6 +72,7 @@ type ControlPlane struct {
 	etcd      *process
 	apiserver *process
 	kcm       *process
+	scheduler *process
 }
 
 // Start runs a control plane; it retries when another process took one of its ports.
@@ -58,6 +80,11 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 	assets, err := AssetsDir()
 	if err != nil {
 		return nil, err
+	}
+	if opts.Cluster {
+		if _, err := os.Stat(filepath.Join(assets, "kube-scheduler")); err != nil {
+			return nil, fmt.Errorf("kube-scheduler not found in %s: run hack/controlplane.sh (make controlplane): %w", assets, err)
+		}
 	}
 	var lastErr error
 	for range 3 {
@@ -80,9 +107,11 @@ func start(ctx context.Context, assets string, opts Options) (cp *ControlPlane, 
 		return nil, fmt.Errorf("creating control-plane dir: %w", err)
 	}
 	cp = &ControlPlane{Dir: dir, keepDir: opts.Dir != "", detached: opts.Detached}
+	// Every failure returns a nil cp: stop what was started through this copy.
+	started := cp
 	defer func() {
 		if err != nil {
-			cp.Stop()
+			started.Stop()
 		}
 	}()
 	ports, err := FreePorts(3)
@@ -91,10 +120,18 @@ func start(ctx context.Context, assets string, opts Options) (cp *ControlPlane, 
 	}
 	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
 
-	if cp.CA, err = NewCA(); err != nil {
-		return nil, err
+	if cp.CA = opts.CA; cp.CA == nil {
+		if cp.CA, err = NewCA(); err != nil {
+			return nil, err
+		}
 	}
-	serving, err := cp.CA.ServingPair("kubernetes", "kubernetes.default", "kubernetes.default.svc")
+	apiHost := "127.0.0.1"
+	ips := []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(KubernetesServiceIP)}
+	if opts.AdvertiseAddress != "" {
+		apiHost = opts.AdvertiseAddress
+		ips = append(ips, net.ParseIP(apiHost))
+	}
+	serving, err := cp.CA.ServingPairFor(ips, "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
 	if err != nil {
 		return nil, err
 	}
@@ -133,25 +170,48 @@ func start(ctx context.Context, assets string, opts Options) (cp *ControlPlane, 
 		return nil, err
 	}
 
-	apiURL := "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	apiURL := "https://" + net.JoinHostPort(apiHost, strconv.Itoa(apiPort))
 	args := []string{
 		"--etcd-servers=" + etcdURL,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--bind-address=" + apiHost,
+		"--advertise-address=" + apiHost,
 		"--secure-port=" + strconv.Itoa(apiPort),
 		"--tls-cert-file=" + filepath.Join(dir, "apiserver.crt"),
 		"--tls-private-key-file=" + filepath.Join(dir, "apiserver.key"),
 		"--client-ca-file=" + filepath.Join(dir, "ca.crt"),
-		"--authorization-mode=RBAC",
-		"--endpoint-reconciler-type=none",
-		"--service-cluster-ip-range=10.96.0.0/24",
+		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--service-account-issuer=" + apiURL,
 		"--service-account-key-file=" + saPub,
 		"--service-account-signing-key-file=" + saKey,
-		// No kubelet creates service accounts' tokens here, and pods never run.
-		"--disable-admission-plugins=ServiceAccount",
 		"--allow-privileged=true",
 		"--profiling=false",
+	}
+	if opts.AdvertiseAddress == "" {
+		// The default reconciler would publish 127.0.0.1, which an endpoint may not be.
+		args = append(args, "--endpoint-reconciler-type=none")
+	}
+	if opts.Cluster {
+		kubeletClient, err := cp.CA.ClientPair("kube-apiserver-kubelet-client", "system:masters")
+		if err != nil {
+			return nil, err
+		}
+		if err := kubeletClient.WriteFiles(dir, "kubelet-client.crt", "kubelet-client.key"); err != nil {
+			return nil, err
+		}
+		args = append(args,
+			"--authorization-mode=Node,RBAC",
+			"--enable-admission-plugins=NodeRestriction",
+			"--kubelet-client-certificate="+filepath.Join(dir, "kubelet-client.crt"),
+			"--kubelet-client-key="+filepath.Join(dir, "kubelet-client.key"),
+			"--kubelet-certificate-authority="+filepath.Join(dir, "ca.crt"),
+			"--kubelet-preferred-address-types=InternalIP",
+		)
+	} else {
+		args = append(args,
+			"--authorization-mode=RBAC",
+			// No kubelet creates service accounts' tokens here, and pods never run.
+			"--disable-admission-plugins=ServiceAccount",
+		)
 	}
 	args = append(args, opts.APIServerArgs...)
 	cp.apiserver, err = startProcess("kube-apiserver", filepath.Join(assets, "kube-apiserver"), filepath.Join(dir, "kube-apiserver.log"), opts.Detached, args...)
@@ -175,7 +235,7 @@ func start(ctx context.Context, assets string, opts Options) (cp *ControlPlane, 
 	}
 
 	cp.Kubeconfig = filepath.Join(dir, "admin.kubeconfig")
-	if err := writeKubeconfig(cp.Kubeconfig, apiURL, cp.CA.PEM, admin); err != nil {
+	if err := WriteKubeconfig(cp.Kubeconfig, apiURL, cp.CA.PEM, admin); err != nil {
 		return nil, err
 	}
 
@@ -185,15 +245,30 @@ func start(ctx context.Context, assets string, opts Options) (cp *ControlPlane, 
 		}
 	}
 
-	if opts.GarbageCollection {
-		cp.kcm, err = startProcess("kube-controller-manager", filepath.Join(assets, "kube-controller-manager"), filepath.Join(dir, "kube-controller-manager.log"), opts.Detached,
-			"--kubeconfig="+cp.Kubeconfig,
-			"--controllers=garbagecollector,namespace",
+	if opts.GarbageCollection || opts.Cluster {
+		controllers := "garbagecollector,namespace"
+		if opts.Cluster {
+			controllers = "*"
+		}
+		kcmArgs := []string{
+			"--kubeconfig=" + cp.Kubeconfig,
+			"--controllers=" + controllers,
 			"--leader-elect=false",
 			"--bind-address=127.0.0.1",
 			"--secure-port=0",
 			"--concurrent-gc-syncs=10",
-		)
+		}
+		if opts.Cluster {
+			kcmArgs = append(kcmArgs,
+				"--use-service-account-credentials=true",
+				"--service-account-private-key-file="+saKey,
+				"--root-ca-file="+filepath.Join(dir, "ca.crt"),
+				"--service-cluster-ip-range="+ServiceCIDR,
+				// Its default, /usr/libexec/kubernetes/..., would be created on the host.
+				"--flex-volume-plugin-dir="+filepath.Join(dir, "kcm-volume-plugins"),
+			)
+		}
+		cp.kcm, err = startProcess("kube-controller-manager", filepath.Join(assets, "kube-controller-manager"), filepath.Join(dir, "kube-controller-manager.log"), opts.Detached, kcmArgs...)
 		if err != nil {
 			return nil, err
 		}
@@ -210,6 +285,17 @@ func start(ctx context.Context, assets string, opts Options) (cp *ControlPlane, 
 			return nil, err
 		}
 	}
+	if opts.Cluster {
+		cp.scheduler, err = startProcess("kube-scheduler", filepath.Join(assets, "kube-scheduler"), filepath.Join(dir, "kube-scheduler.log"), opts.Detached,
+			"--kubeconfig="+cp.Kubeconfig,
+			"--leader-elect=false",
+			"--bind-address=127.0.0.1",
+			"--secure-port=0",
+		)
+		if err != nil {
+			return nil, err
+		}
+	}
 	if opts.Detached {
 		if err := cp.writePids(); err != nil {
 			return nil, err
@@ -223,10 +309,11 @@ func (cp *ControlPlane) Stop() {
 	if cp == nil {
 		return
 	}
+	cp.scheduler.stop()
 	cp.kcm.stop()
 	cp.apiserver.stop()
 	cp.etcd.stop()
-	cp.kcm, cp.apiserver, cp.etcd = nil, nil, nil
+	cp.scheduler, cp.kcm, cp.apiserver, cp.etcd = nil, nil, nil, nil
 	if cp.Dir != "" && !cp.keepDir {
 		_ = os.RemoveAll(cp.Dir)
 		cp.Dir = ""
@@ -277,7 +364,9 @@ func httpOK(c *http.Client, url string) func(context.Context) error {
 	}
 }
 
-func writeKubeconfig(path, server string, ca []byte, user KeyPair) error {
+// WriteKubeconfig writes a kubeconfig for server, trusting ca, authenticating with user's
+// client certificate.
+func WriteKubeconfig(path, server string, ca []byte, user KeyPair) error {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["testenv"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
 	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: user.CertPEM, ClientKeyData: user.KeyPEM}
@@ -291,7 +380,7 @@ func writeKubeconfig(path, server string, ca []byte, user KeyPair) error {
 
 func (cp *ControlPlane) writePids() error {
 	var pids []string
-	for _, p := range []*process{cp.etcd, cp.apiserver, cp.kcm} {
+	for _, p := range []*process{cp.etcd, cp.apiserver, cp.kcm, cp.scheduler} {
 		if p != nil {
 			pids = append(pids, strconv.Itoa(p.cmd.Process.Pid))
 		}

@@ -41,7 +41,12 @@ func spawn(cmd *exec.Cmd, detached bool) error {
 			}
 		}()
 	})
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	// Keep what the caller asked for (namespaces, for instance) and add the death signal.
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	cmd.SysProcAttr.Setpgid = true
 	r := spawnReq{cmd: cmd, done: make(chan error, 1)}
 	spawnReqs <- r
 	return <-r.done
@@ -57,11 +62,14 @@ type process struct {
 }
 
 func startProcess(name, bin, logPath string, detached bool, args ...string) (*process, error) {
+	return startCmd(name, exec.Command(bin, args...), logPath, detached)
+}
+
+func startCmd(name string, cmd *exec.Cmd, logPath string, detached bool) (*process, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("creating %s log: %w", name, err)
 	}
-	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := spawn(cmd, detached); err != nil {
 		logFile.Close()
@@ -142,3 +150,44 @@ func FreePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// Spawn starts cmd so that it dies with this process however this process ends
+// (PR_SET_PDEATHSIG, from a thread that lives as long as the process), in a process group of its
+// own. The SysProcAttr the caller set (namespaces, for instance) is kept.
+func Spawn(cmd *exec.Cmd) error { return spawn(cmd, false) }
+
+// Process is a binary started by StartProcess: its output goes to a log file, and it dies with
+// this process.
+type Process struct{ p *process }
+
+// StartProcess starts cmd (with the Env, Dir and SysProcAttr the caller set) through Spawn,
+// its output going to logPath.
+func StartProcess(name string, cmd *exec.Cmd, logPath string) (*Process, error) {
+	p, err := startCmd(name, cmd, logPath, false)
+	if err != nil {
+		return nil, err
+	}
+	return &Process{p: p}, nil
+}
+
+// Stop sends SIGTERM, and SIGKILL to the process group after 5 s. Safe on nil and twice.
+func (p *Process) Stop() {
+	if p != nil {
+		p.p.stop()
+	}
+}
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.p.cmd.Process.Pid }
+
+// Exited is closed once the process has exited.
+func (p *Process) Exited() <-chan struct{} { return p.p.exited }
+
+// WaitFor polls check until it succeeds, the process exits or timeout passes; errors carry the
+// end of the log.
+func (p *Process) WaitFor(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
+	return p.p.waitFor(ctx, timeout, check)
+}
+
+// LogTail is the end of the process's log, for error messages.
+func (p *Process) LogTail() string { return p.p.logTail() }

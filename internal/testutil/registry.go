@@ -4,6 +4,7 @@ package testutil
 import (
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
@@ -49,12 +51,19 @@ type Registry struct {
 	closeOnce sync.Once
 }
 
-// NewRegistry starts a registry; with a username it refuses requests without that credential.
+// NewRegistry starts a registry on 127.0.0.1; with a username it refuses requests without that
+// credential.
 func NewRegistry(t testing.TB, username, password string) *Registry {
+	t.Helper()
+	return NewRegistryAt(t, "127.0.0.1:0", username, password)
+}
+
+// NewRegistryAt is NewRegistry listening on addr (a node's address, for instance).
+func NewRegistryAt(t testing.TB, addr, username, password string) *Registry {
 	t.Helper()
 	r := &Registry{Username: username, Password: password, release: make(chan struct{})}
 	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	r.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if strings.Contains(req.URL.Path, "/manifests/") {
 			r.manifests.Add(1)
 		}
@@ -87,6 +96,13 @@ func NewRegistry(t testing.TB, username, password string) *Registry {
 		}
 		inner.ServeHTTP(w, req)
 	}))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("registry: listening on %s: %v", addr, err)
+	}
+	r.srv.Listener.Close()
+	r.srv.Listener = l
+	r.srv.Start()
 	r.Host = strings.TrimPrefix(r.srv.URL, "http://")
 	t.Cleanup(r.Close)
 	return r
@@ -112,11 +128,17 @@ func (r *Registry) Hung() int64 { return r.hung.Load() }
 // Push writes a small random image at host/repoAndTag and returns its full reference.
 func (r *Registry) Push(t testing.TB, repoAndTag string) string {
 	t.Helper()
-	ref, err := name.ParseReference(r.Host + "/" + repoAndTag)
+	img, err := random.Image(256, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := random.Image(256, 1)
+	return r.PushImage(t, repoAndTag, img)
+}
+
+// PushImage writes img at host/repoAndTag and returns its full reference.
+func (r *Registry) PushImage(t testing.TB, repoAndTag string, img v1.Image) string {
+	t.Helper()
+	ref, err := name.ParseReference(r.Host + "/" + repoAndTag)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,192 @@
+package testnode_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/enix/kuik/internal/testenv"
+	"github.com/enix/kuik/internal/testnode"
+	"github.com/enix/kuik/internal/testutil"
+)
+
+var node *testnode.Node
+
+func TestMain(m *testing.M) { os.Exit(testnode.Run(m, testnode.Options{}, &node)) }
+
+const (
+	registryUser     = "puller"
+	registryPassword = "s3cret"
+)
+
+func pod(name, image string, pullSecrets ...string) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers: []corev1.Container{{
+				Name:            "main",
+				Image:           image,
+				ImagePullPolicy: corev1.PullAlways,
+				Command:         []string{"/guest", "pause"},
+			}},
+		},
+	}
+	for _, s := range pullSecrets {
+		p.Spec.ImagePullSecrets = append(p.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
+	}
+	return p
+}
+
+func create(t *testing.T, cs kubernetes.Interface, ns string, p *corev1.Pod) time.Time {
+	t.Helper()
+	start := time.Now()
+	if _, err := cs.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return start
+}
+
+// pullSecret creates a kubernetes.io/dockerconfigjson Secret for the registry.
+func pullSecret(t *testing.T, cs kubernetes.Interface, ns, name string, r *testutil.Registry, password string) {
+	t.Helper()
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: testutil.DockerConfigJSON(map[string]string{r.Host: registryUser + ":" + password})},
+	}
+	if _, err := cs.CoreV1().Secrets(ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// events joins the messages of the pod's events with one of these reasons (all when none).
+func events(t *testing.T, cs kubernetes.Interface, ns, name string, reasons ...string) string {
+	t.Helper()
+	list, err := testnode.PodEvents(t.Context(), cs, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []string
+	for _, e := range list {
+		if len(reasons) == 0 || slices.Contains(reasons, e.Reason) {
+			msgs = append(msgs, e.Reason+": "+e.Message)
+		}
+	}
+	return strings.Join(msgs, "\n")
+}
+
+func TestNodeIsReadyAtItsAddress(t *testing.T) {
+	n := testnode.Require(t, node)
+	got, err := n.Clientset(t).CoreV1().Nodes().Get(t.Context(), n.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ip string
+	for _, a := range got.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			ip = a.Address
+		}
+	}
+	if ip != testnode.NodeIP {
+		t.Errorf("node InternalIP = %q, want %s", ip, testnode.NodeIP)
+	}
+	for _, tm := range n.Timings {
+		t.Logf("start: %-40s %6.2fs", tm.Name, tm.Since.Seconds())
+	}
+}
+
+// The kubelet pulls from a registry behind basic authentication with the pod's pull Secret.
+func TestPrivateImageWithPullSecretRuns(t *testing.T) {
+	n := testnode.Require(t, node)
+	cs := n.Clientset(t)
+	ns := n.Namespace(t)
+	reg := n.Registry(t, registryUser, registryPassword)
+	image := n.PushGuest(t, reg, "private/guest:with-secret")
+	pullSecret(t, cs, ns, "registry", reg, registryPassword)
+
+	start := create(t, cs, ns, pod("private", image, "registry"))
+	got, err := testnode.WaitPod(t.Context(), cs, ns, "private", 90*time.Second, testnode.PodRunning)
+	if err != nil {
+		t.Fatalf("%v\nevents:\n%s", err, events(t, cs, ns, "private"))
+	}
+	t.Logf("pod Running and ready %.2fs after its creation (image pulled with credentials)", time.Since(start).Seconds())
+	if got.Status.ContainerStatuses[0].ImageID == "" {
+		t.Errorf("no imageID in the running container's status: %+v", got.Status.ContainerStatuses[0])
+	}
+	if reg.ManifestRequests() == 0 {
+		t.Error("the registry served no manifest: the image did not come from it")
+	}
+}
+
+// Without the Secret, or with a wrong password, the registry's 401 stops the pull.
+func TestPrivateImageWithoutValidSecretIsRefused(t *testing.T) {
+	n := testnode.Require(t, node)
+	cs := n.Clientset(t)
+	ns := n.Namespace(t)
+	reg := n.Registry(t, registryUser, registryPassword)
+	image := n.PushGuest(t, reg, "private/guest:refused")
+	pullSecret(t, cs, ns, "wrong", reg, "not-the-password")
+
+	for name, secrets := range map[string][]string{"no-secret": nil, "wrong-password": {"wrong"}} {
+		t.Run(name, func(t *testing.T) {
+			create(t, cs, ns, pod(name, image, secrets...))
+			got, err := testnode.WaitPod(t.Context(), cs, ns, name, 90*time.Second, testnode.ContainerWaiting("ErrImagePull", "ImagePullBackOff"))
+			if err != nil {
+				t.Fatalf("%v\nevents:\n%s", err, events(t, cs, ns, name))
+			}
+			// The kubelet's pull errors: the container's waiting message and the Failed events.
+			msg := got.Status.ContainerStatuses[0].State.Waiting.Message + "\n" + events(t, cs, ns, name, "Failed")
+			if !strings.Contains(msg, "401") && !strings.Contains(msg, "no basic auth credentials") {
+				t.Errorf("the pull failed without the registry's refusal in the status or events:\n%s", msg)
+			}
+			t.Logf("%s: %s", got.Status.ContainerStatuses[0].State.Waiting.Reason, firstLine(msg))
+		})
+	}
+}
+
+// An in-cluster client reaches the API server through the kubernetes Service (kube-proxy),
+// authenticated with its service-account token.
+func TestPodReachesAPIServerThroughKubernetesService(t *testing.T) {
+	n := testnode.Require(t, node)
+	cs := n.Clientset(t)
+	ns := n.Namespace(t)
+	reg := n.Registry(t, "", "")
+	p := pod("whoami", n.PushGuest(t, reg, "public/guest:whoami"))
+	p.Spec.RestartPolicy = corev1.RestartPolicyNever
+	p.Spec.Containers[0].Command = []string{"/guest", "whoami"}
+	create(t, cs, ns, p)
+	if _, err := testnode.WaitPod(t.Context(), cs, ns, "whoami", 90*time.Second, testnode.PodSucceeded); err != nil {
+		t.Errorf("%v\nevents:\n%s\nlogs:\n%s", err, events(t, cs, ns, "whoami"), logs(t, cs, ns, "whoami"))
+		return
+	}
+	out := logs(t, cs, ns, "whoami")
+	want := "user=system:serviceaccount:" + ns + ":default via https://" + testenv.KubernetesServiceIP + ":443/"
+	if !strings.Contains(out, want) {
+		t.Errorf("pod's output does not contain %q:\n%s", want, out)
+	}
+}
+
+func logs(t *testing.T, cs kubernetes.Interface, ns, name string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	b, err := cs.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		return "(logs: " + err.Error() + ")"
+	}
+	return string(b)
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}
