@@ -136,17 +136,29 @@ func TestPrivateImageWithoutValidSecretIsRefused(t *testing.T) {
 	image := n.PushGuest(t, reg, "private/guest:refused")
 	pullSecret(t, cs, ns, "wrong", reg, "not-the-password")
 
-	for name, secrets := range map[string][]string{"no-secret": nil, "wrong-password": {"wrong"}} {
+	for name, tc := range map[string]struct {
+		secrets []string
+		// What containerd reports: without credentials it answers the registry's 401 challenge
+		// with "no basic auth credentials"; with wrong ones it reports the 401.
+		want string
+	}{
+		"no-secret":      {want: "no basic auth credentials"},
+		"wrong-password": {secrets: []string{"wrong"}, want: "401 Unauthorized"},
+	} {
 		t.Run(name, func(t *testing.T) {
-			create(t, cs, ns, pod(name, image, secrets...))
+			refused := reg.Unauthorized()
+			create(t, cs, ns, pod(name, image, tc.secrets...))
 			got, err := testnode.WaitPod(t.Context(), cs, ns, name, 90*time.Second, testnode.ContainerWaiting("ErrImagePull", "ImagePullBackOff"))
 			if err != nil {
 				t.Fatalf("%v\nevents:\n%s", err, events(t, cs, ns, name))
 			}
 			// The kubelet's pull errors: the container's waiting message and the Failed events.
 			msg := got.Status.ContainerStatuses[0].State.Waiting.Message + "\n" + events(t, cs, ns, name, "Failed")
-			if !strings.Contains(msg, "401") && !strings.Contains(msg, "no basic auth credentials") {
-				t.Errorf("the pull failed without the registry's refusal in the status or events:\n%s", msg)
+			if !strings.Contains(msg, tc.want) {
+				t.Errorf("the pull failed without %q in the status or events:\n%s", tc.want, msg)
+			}
+			if reg.Unauthorized() == refused {
+				t.Error("the registry refused nothing: the pull failed before reaching it")
 			}
 			t.Logf("%s: %s", got.Status.ContainerStatuses[0].State.Waiting.Reason, firstLine(msg))
 		})
@@ -173,6 +185,7 @@ func TestPodReachesAPIServerThroughKubernetesService(t *testing.T) {
 	if !strings.Contains(out, want) {
 		t.Errorf("pod's output does not contain %q:\n%s", want, out)
 	}
+	t.Logf("pod output: %s", strings.TrimSpace(out))
 }
 
 func logs(t *testing.T, cs kubernetes.Interface, ns, name string) string {

@@ -46,6 +46,7 @@ type Registry struct {
 	srv       *httptest.Server
 	behavior  atomic.Int32
 	manifests atomic.Int64
+	refused   atomic.Int64
 	hung      atomic.Int64
 	release   chan struct{}
 	closeOnce sync.Once
@@ -87,6 +88,7 @@ func NewRegistryAt(t testing.TB, addr, username, password string) *Registry {
 		if r.Username != "" {
 			u, p, ok := req.BasicAuth()
 			if !ok || u != r.Username || p != r.Password {
+				r.refused.Add(1)
 				w.Header().Set("WWW-Authenticate", `Basic realm="kuik-test"`)
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusUnauthorized)
@@ -121,6 +123,9 @@ func (r *Registry) SetBehavior(b Behavior) { r.behavior.Store(int32(b)) }
 
 // ManifestRequests counts requests for manifests received so far.
 func (r *Registry) ManifestRequests() int64 { return r.manifests.Load() }
+
+// Unauthorized counts requests refused with 401 so far.
+func (r *Registry) Unauthorized() int64 { return r.refused.Load() }
 
 // Hung counts requests currently or ever held by Hang.
 func (r *Registry) Hung() int64 { return r.hung.Load() }
