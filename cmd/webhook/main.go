@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"os"
 
+	// Public CA roots for probing registries over HTTPS when the system has none (the image
+	// ships no CA bundle); a mounted bundle or SSL_CERT_FILE still takes precedence.
+	_ "golang.org/x/crypto/x509roots/fallback"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
