@@ -314,7 +314,7 @@ func leftoverProcesses(run string, st *hostState) []int {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(b), run+"/") {
+		if err == nil && (strings.Contains(string(b), run+"/") || strings.Contains(string(b), nodeDir(run)+"/")) {
 			add(pid)
 		}
 	}

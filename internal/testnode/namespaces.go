@@ -255,6 +255,16 @@ func setupMounts(run string, st *hostState) error {
 	if err := syscall.Mount("tmpfs", "/run", "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=0755"); err != nil {
 		return fmt.Errorf("mounting a private /run: %w", err)
 	}
+	// The node's directory under a short path, whatever TMPDIR is: unix socket paths are
+	// limited to 107 bytes.
+	for _, d := range []string{filepath.Join(run, "node"), nodeDir(run)} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return fmt.Errorf("creating the node directory: %w", err)
+		}
+	}
+	if err := syscall.Mount(filepath.Join(run, "node"), nodeDir(run), "", syscall.MS_BIND, ""); err != nil {
+		return fmt.Errorf("mounting the node directory: %w", err)
+	}
 	for _, d := range []string{"/var/lib", "/var/log"} {
 		lower, err := os.Stat(d)
 		if err != nil {
@@ -278,6 +288,9 @@ func setupMounts(run string, st *hostState) error {
 	}
 	return nil
 }
+
+// nodeDir is where the node's namespaces see <run>/node: a short path in their private /run.
+func nodeDir(run string) string { return "/run/kuik-" + filepath.Base(run) }
 
 // setupNetwork gives the new network namespace its loopback and the node's address, on a veth
 // pair whose two ends stay in the namespace (this kernel has no dummy links). Nothing links the

@@ -54,7 +54,8 @@ type Node struct {
 	*testenv.ControlPlane
 	// Name and IP are the Node's name and InternalIP.
 	Name, IP string
-	// Dir holds the node's configuration, state and logs (logs/); removed after the run.
+	// Dir holds the node's configuration, state and logs (logs/): <run>/node, seen by the
+	// node's processes (and the tests) under a short path of their private /run.
 	Dir string
 	// Timings are the start's milestones, from the start of Start.
 	Timings []Timing
@@ -157,7 +158,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n = &Node{Name: NodeName, IP: NodeIP, Dir: filepath.Join(run, "node"), guest: filepath.Join(run, "bin", "guest")}
+	n = &Node{Name: NodeName, IP: NodeIP, Dir: nodeDir(run), guest: filepath.Join(run, "bin", "guest")}
 	defer func() {
 		if err != nil {
 			n.Stop()

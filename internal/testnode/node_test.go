@@ -1,8 +1,14 @@
 package testnode_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -202,4 +208,170 @@ func logs(t *testing.T, cs kubernetes.Interface, ns, name string) string {
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return s
+}
+
+const holdEnv = "KUIK_TESTNODE_TEST_HOLD"
+
+// A helper of TestKilledRunIsCleanedByTheNextOne, run in a second test binary: it starts a pod,
+// says so, and waits to be killed.
+func TestHoldForKill(t *testing.T) {
+	if os.Getenv(holdEnv) != "1" {
+		t.Skip("helper process of TestKilledRunIsCleanedByTheNextOne")
+	}
+	n := testnode.Require(t, node)
+	cs := n.Clientset(t)
+	ns := n.Namespace(t)
+	create(t, cs, ns, pod("held", n.PushGuest(t, n.Registry(t, "", ""), "public/guest:held")))
+	if _, err := testnode.WaitPod(t.Context(), cs, ns, "held", 90*time.Second, testnode.PodRunning); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintln(os.Stdout, "HOLDING"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Minute)
+}
+
+// A test binary killed with SIGKILL while its node runs a pod leaves no process and no mount
+// (they die with its namespaces); the next run removes its cgroups and its directory.
+func TestKilledRunIsCleanedByTheNextOne(t *testing.T) {
+	testnode.Require(t, node)
+	tmp := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHoldForKill$", "-test.v", "-test.timeout=5m")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "KUIK_TESTNODE_") && !strings.HasPrefix(kv, "TMPDIR=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	// Its own state root, so that this run's cleanup sees only its runs.
+	cmd.Env = append(cmd.Env, "TMPDIR="+tmp, holdEnv+"=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Its stdout, line by line, until it says HOLDING; output() once it has exited.
+	held := make(chan bool, 1)
+	var lines []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			lines = append(lines, s.Text())
+			if s.Text() == "HOLDING" {
+				held <- true
+				return
+			}
+		}
+		held <- false
+	}()
+	output := func() string { <-done; return strings.Join(lines, "\n") + "\n" + stderr.String() }
+	select {
+	case ok := <-held:
+		if !ok {
+			_ = cmd.Wait()
+			t.Fatalf("the second test binary ended before its pod ran:\n%s", output())
+		}
+	case <-time.After(3 * time.Minute):
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("the second test binary's pod did not run in time:\n%s", output())
+	}
+
+	root := filepath.Join(tmp, "kuik-testnode")
+	runs, err := filepath.Glob(filepath.Join(root, "run-*"))
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs in %s: %v (%v)", root, runs, err)
+	}
+	run := runs[0]
+	cgroups, err := testnode.RunCgroups(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if procs := cgroupProcs(cgroups); len(procs) == 0 {
+		t.Fatal("no process in the held run's cgroups: its pod is not running, nothing to clean")
+	}
+
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	// Its namespaces are gone with it: no process names its directory, no mount is under it.
+	var left []string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		left = processesNaming(run)
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(left) > 0 {
+		t.Errorf("processes of the killed run still alive: %v", left)
+	}
+	if procs := cgroupProcs(cgroups); len(procs) > 0 {
+		t.Errorf("processes still in the killed run's cgroups: %v", procs)
+	}
+	if m := mountsUnder(t, run); len(m) > 0 {
+		t.Errorf("mounts of the killed run still visible: %v", m)
+	}
+
+	report := testnode.CleanupStale(root)
+	t.Logf("the next run's cleanup: %q", report)
+	for _, cg := range cgroups {
+		if _, err := os.Stat(cg); !os.IsNotExist(err) {
+			t.Errorf("cgroup %s of the killed run is still there (stat: %v)", cg, err)
+		}
+	}
+	if _, err := os.Stat(run); !os.IsNotExist(err) {
+		t.Errorf("the killed run's directory %s is still there (stat: %v)", run, err)
+	}
+}
+
+func cgroupProcs(cgroups []string) []string {
+	var procs []string
+	for _, cg := range cgroups {
+		_ = filepath.WalkDir(cg, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.Name() == "cgroup.procs" {
+				b, _ := os.ReadFile(p)
+				procs = append(procs, strings.Fields(string(b))...)
+			}
+			return nil
+		})
+	}
+	return procs
+}
+
+// processesNaming lists the processes whose command line names the run's directory, or the
+// short path its namespaces see the node's directory under (/run/kuik-<run>).
+func processesNaming(run string) []string {
+	var pids []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && (bytes.Contains(b, []byte(run+"/")) || bytes.Contains(b, []byte("/run/kuik-"+filepath.Base(run)+"/"))) {
+			pids = append(pids, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return pids
+}
+
+func mountsUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var under []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir) {
+			under = append(under, f[4])
+		}
+	}
+	return under
 }
