@@ -220,9 +220,15 @@ func unescapeMount(s string) string {
 // what is left is global: cgroup directories, sysctls, and anything that escaped, which is
 // reported as a problem.
 func cleanupHost(run string, st *hostState) (done, problems []string) {
-	// Processes of this run still alive (impossible once its PID namespace is gone): anything
-	// whose command line names the run's directory, or sits in its cgroups.
-	for _, pid := range leftoverProcesses(run, st) {
+	// Processes of this run still alive: anything whose command line names the run's directory,
+	// or sits in its cgroups. None once its PID namespace is gone, but a run found dead (its
+	// owner killed) may still be tearing it down: give the kernel a few seconds.
+	left := leftoverProcesses(run, st)
+	for deadline := time.Now().Add(10 * time.Second); len(left) > 0 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		left = leftoverProcesses(run, st)
+	}
+	for _, pid := range left {
 		problems = append(problems, fmt.Sprintf("process %d of the run was still alive (killed)", pid))
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}

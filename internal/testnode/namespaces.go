@@ -302,6 +302,10 @@ func setupNetwork() error {
 		{"addr", "add", NodeIP + "/" + strings.Split(NodeCIDR, "/")[1], "dev", "node0"},
 		{"link", "set", "node0", "up"},
 		{"link", "set", "node0-peer", "up"},
+		// Processes of the node (the API server calling a webhook through its Service) reach
+		// ClusterIPs as on a real node, where its default route carries them until kube-proxy's
+		// DNAT: a route for the Service network only, still none out.
+		{"route", "add", testenv.ServiceCIDR, "dev", "node0", "src", NodeIP},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		b, err := exec.CommandContext(ctx, ipCommand(), args...).CombinedOutput()

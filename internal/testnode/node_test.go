@@ -301,12 +301,13 @@ func TestKilledRunIsCleanedByTheNextOne(t *testing.T) {
 	}
 	_ = cmd.Wait()
 
-	// Its namespaces are gone with it: no process names its directory, no mount is under it.
-	var left []string
+	// Its namespaces go with it (its PID 1 dies of PR_SET_PDEATHSIG, then the kernel kills the
+	// rest): soon no process names its directory nor sits in its cgroups.
+	var left, inCgroups []string
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		left = processesNaming(run)
-		if len(left) == 0 || time.Now().After(deadline) {
+		left, inCgroups = processesNaming(run), cgroupProcs(cgroups)
+		if len(left)+len(inCgroups) == 0 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -314,8 +315,8 @@ func TestKilledRunIsCleanedByTheNextOne(t *testing.T) {
 	if len(left) > 0 {
 		t.Errorf("processes of the killed run still alive: %v", left)
 	}
-	if procs := cgroupProcs(cgroups); len(procs) > 0 {
-		t.Errorf("processes still in the killed run's cgroups: %v", procs)
+	if len(inCgroups) > 0 {
+		t.Errorf("processes still in the killed run's cgroups: %v", inCgroups)
 	}
 	if m := mountsUnder(t, run); len(m) > 0 {
 		t.Errorf("mounts of the killed run still visible: %v", m)
@@ -323,6 +324,11 @@ func TestKilledRunIsCleanedByTheNextOne(t *testing.T) {
 
 	report := testnode.CleanupStale(root)
 	t.Logf("the next run's cleanup: %q", report)
+	for _, line := range report {
+		if strings.Contains(line, "still alive") || strings.Contains(line, "visible on the host") || strings.Contains(line, "was changed") {
+			t.Errorf("the next run found more than cgroups and a directory to clean: %s", line)
+		}
+	}
 	for _, cg := range cgroups {
 		if _, err := os.Stat(cg); !os.IsNotExist(err) {
 			t.Errorf("cgroup %s of the killed run is still there (stat: %v)", cg, err)
