@@ -49,6 +49,8 @@ func serve(ctx context.Context, o app.Options) error {
 		ClusterResourceNamespace: o.ClusterResourceNamespace,
 		ProbeTimeout:             o.ProbeTimeout,
 		CacheTTL:                 o.CacheTTL,
+		MaxProbesInFlight:        o.MaxProbesInFlight,
+		MaxConnsPerRegistry:      o.MaxConnsPerRegistry,
 		CertDir:                  o.CertDir,
 		Host:                     o.Host,
 		Port:                     o.Port,
