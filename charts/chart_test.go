@@ -139,8 +139,8 @@ func TestRenderDefaults(t *testing.T) {
 		"Deployment/kuik-secret-syncer", "Deployment/kuik-webhook",
 		"MutatingWebhookConfiguration/kuik-webhook",
 		"PodDisruptionBudget/kuik-webhook",
-		"Role/kuik-secret-syncer", "Role/kuik-webhook",
-		"RoleBinding/kuik-secret-syncer", "RoleBinding/kuik-webhook",
+		"Role/kuik-secret-syncer", "Role/kuik-secret-syncer-events", "Role/kuik-webhook",
+		"RoleBinding/kuik-secret-syncer", "RoleBinding/kuik-secret-syncer-events", "RoleBinding/kuik-webhook",
 		"Secret/kuik-webhook-tls",
 		"Service/kuik-secret-syncer-metrics", "Service/kuik-webhook", "Service/kuik-webhook-metrics",
 		"ServiceAccount/kuik-secret-syncer", "ServiceAccount/kuik-webhook",
@@ -158,6 +158,11 @@ func TestRenderDefaults(t *testing.T) {
 		t.Errorf("CRDs (-want +got):\n%s", diff)
 	}
 	for _, o := range r.Objects {
+		// The one exception: the syncer's events Role and binding, in "default", where the API
+		// server puts the events of cluster-scoped objects.
+		if o.GetNamespace() == metav1.NamespaceDefault && o.GetName() == "kuik-secret-syncer-events" && (o.GetKind() == "Role" || o.GetKind() == "RoleBinding") {
+			continue
+		}
 		if o.GetNamespace() != "" && o.GetNamespace() != ns {
 			t.Errorf("%s/%s is in namespace %q, want the release namespace", o.GetKind(), o.GetName(), o.GetNamespace())
 		}
@@ -306,14 +311,13 @@ func TestSyncerReadsSecretsOnlyInItsNamespace(t *testing.T) {
 			t.Errorf("the secret-syncer may %s Secrets", verb)
 		}
 	}
-	if len(namespaced) != 1 {
-		t.Errorf("the secret-syncer has RoleBindings in %v, want %s only", keys(namespaced), ns)
+	if diff := cmp.Diff([]string{metav1.NamespaceDefault, ns}, keys(namespaced)); diff != "" {
+		t.Errorf("the secret-syncer's RoleBindings by namespace (-want +got):\n%s", diff)
 	}
 	for _, want := range []struct{ verb, group, resource string }{
 		{"list", "", "pods"}, {"watch", "", "pods"}, {"list", "", "namespaces"}, {"watch", "", "namespaces"},
 		{"list", "kuik.enix.io", "imagealternatives"}, {"watch", "kuik.enix.io", "imagemirrors"},
-		{"update", "kuik.enix.io", "imagealternatives/status"}, {"patch", "kuik.enix.io", "imagemirrors/status"},
-		{"create", "", "events"}, {"create", "events.k8s.io", "events"},
+		{"patch", "kuik.enix.io", "imagealternatives/status"}, {"patch", "kuik.enix.io", "imagemirrors/status"},
 	} {
 		if !allows(cluster, want.verb, want.group, want.resource) {
 			t.Errorf("the secret-syncer may not %s %s", want.verb, want.resource)
@@ -321,6 +325,43 @@ func TestSyncerReadsSecretsOnlyInItsNamespace(t *testing.T) {
 	}
 	if !allows(namespaced[ns], "update", "coordination.k8s.io", "leases") || allows(cluster, "update", "coordination.k8s.io", "leases") {
 		t.Error("the secret-syncer's Lease rights are not confined to its namespace")
+	}
+	// Exactly the verbs it uses: status through patches; events (core/v1 only, its recorder's)
+	// created in default, where its cluster-scoped resources' events go, and patched there when
+	// a cause comes back, created in its namespace by leader election; its retention records
+	// listed at start and applied, in its namespace only.
+	verbs := func(rules []rbacv1.PolicyRule, group, resource string) []string {
+		var out []string
+		for _, v := range []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"} {
+			if allows(rules, v, group, resource) {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	for _, want := range []struct {
+		namespace, group, resource string
+		verbs                      []string
+	}{
+		{"", "kuik.enix.io", "imagealternatives/status", []string{"patch"}},
+		{"", "kuik.enix.io", "imagemirrors/status", []string{"patch"}},
+		{"", "", "events", nil},
+		{"", "events.k8s.io", "events", nil},
+		{metav1.NamespaceDefault, "", "events", []string{"create", "patch"}},
+		{metav1.NamespaceDefault, "events.k8s.io", "events", nil},
+		{ns, "", "events", []string{"create"}},
+		{ns, "events.k8s.io", "events", nil},
+		{"", "", "configmaps", nil},
+		{metav1.NamespaceDefault, "", "configmaps", nil},
+		{ns, "", "configmaps", []string{"list", "create", "patch"}},
+	} {
+		rules, where := cluster, "cluster-wide"
+		if want.namespace != "" {
+			rules, where = namespaced[want.namespace], "in "+want.namespace
+		}
+		if diff := cmp.Diff(want.verbs, verbs(rules, want.group, want.resource)); diff != "" {
+			t.Errorf("the secret-syncer's verbs on %s %q %s (-want +got):\n%s", want.resource, want.group, where, diff)
+		}
 	}
 }
 

@@ -22,24 +22,33 @@ import (
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
-// Pod is what the syncer reads of a rewritten pod.
+// Pod is what the syncer reads of a rewritten pod. Its labels and kuik's annotations are the pod
+// author's to write (at creation and at any later update, which the webhook never sees): they
+// are claims, which [UsedEntries] checks against the routing core before they count.
 type Pod struct {
 	Namespace string
 	Name      string
+	// Labels are the pod's labels, for the resources' podSelector.
+	Labels labels.Set
 	// Live: not terminating and not finished, so its containers may still pull.
 	Live bool
 	// Images maps every container (init, regular, ephemeral) to its current image.
 	Images map[string]string
-	// RewrittenBy maps a rewritten container to the resource whose entry it was rewritten to.
+	// Originals maps a rewritten container to the image it was rewritten from
+	// (kuik.enix.io/original-images).
+	Originals map[string]string
+	// RewrittenBy maps a rewritten container to the resource whose entry it was rewritten to
+	// (kuik.enix.io/rewritten-by).
 	RewrittenBy map[string]routing.Source
 }
 
-// PodFromObject reads a pod. A rewritten-by annotation that does not parse counts as no
-// rewrite: the webhook wrote it, so it only happens when someone else edited it.
+// PodFromObject reads a pod. An annotation that does not parse counts as no rewrite: the webhook
+// writes valid JSON, so only someone else's edit yields one.
 func PodFromObject(p *corev1.Pod) Pod {
 	out := Pod{
 		Namespace: p.Namespace,
 		Name:      p.Name,
+		Labels:    p.Labels,
 		Live: p.DeletionTimestamp == nil &&
 			p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed,
 		Images: make(map[string]string, len(p.Spec.InitContainers)+len(p.Spec.Containers)+len(p.Spec.EphemeralContainers)),
@@ -53,17 +62,28 @@ func PodFromObject(p *corev1.Pod) Pod {
 	for i := range p.Spec.EphemeralContainers {
 		out.Images[p.Spec.EphemeralContainers[i].Name] = p.Spec.EphemeralContainers[i].Image
 	}
+	out.Originals = annotationMap(p.Annotations, v1alpha1.AnnotationOriginalImages)
 	out.RewrittenBy = rewrittenBy(p.Annotations)
 	return out
 }
 
-func rewrittenBy(annotations map[string]string) map[string]routing.Source {
-	raw, ok := annotations[v1alpha1.AnnotationRewrittenBy]
+// annotationMap reads one of kuik's JSON map annotations; nil when absent or not a JSON object of
+// strings.
+func annotationMap(annotations map[string]string, key string) map[string]string {
+	raw, ok := annotations[key]
 	if !ok {
 		return nil
 	}
 	var m map[string]string
 	if err := json.Unmarshal([]byte(raw), &m); err != nil {
+		return nil
+	}
+	return m
+}
+
+func rewrittenBy(annotations map[string]string) map[string]routing.Source {
+	m := annotationMap(annotations, v1alpha1.AnnotationRewrittenBy)
+	if m == nil {
 		return nil
 	}
 	out := make(map[string]routing.Source, len(m))
@@ -89,10 +109,17 @@ func PodSources(annotations map[string]string) []routing.Source {
 	return out
 }
 
-// UsedEntries returns the auths keys of the injecting entries of r that serve live pods: for
-// each container the pod's rewritten-by annotation attributes to r, the entries its current
-// image is pulled from. Sorted, without duplicates.
-func UsedEntries(r *Resource, pods []Pod) []string {
+// UsedEntries returns the auths keys of the injecting entries of r that serve live pods of a
+// namespace with these labels, counting only the records the webhook could have written: for
+// each container the pod's rewritten-by annotation attributes to r, r must select the pod and
+// the namespace and have, for the container's recorded original image, an injecting candidate
+// whose reference is the container's current image — the routing core's own matching, selectors
+// and order decide (routing.Index.Candidates). A forged record (any pod author can label a pod
+// kuik.enix.io/rewritten=true and write kuik's annotations, at creation or later) counts for
+// nothing, so it cannot bring a credential into a namespace or for a pod the resource does not
+// route, nor one of an entry the pod's image could not have been routed to. Sorted, without
+// duplicates.
+func UsedEntries(r *Resource, pods []Pod, namespaceLabels labels.Set) []string {
 	src := r.Source()
 	var keys []string
 	for i := range pods {
@@ -104,9 +131,9 @@ func UsedEntries(r *Resource, pods []Pod) []string {
 			if s != src {
 				continue
 			}
-			for _, e := range r.servedBy(p.Images[container]) {
-				if e.Injects && !slices.Contains(keys, e.Key) {
-					keys = append(keys, e.Key)
+			for _, k := range r.recordedKeys(p.Originals[container], p.Images[container], p.Labels, namespaceLabels) {
+				if !slices.Contains(keys, k) {
+					keys = append(keys, k)
 				}
 			}
 		}
@@ -164,7 +191,7 @@ type PairInput struct {
 	Resource   *Resource
 	Resolution *Resolution
 	Namespace  string
-	// NamespaceLabels are the namespace's labels, for an Always resource's namespaceSelector.
+	// NamespaceLabels are the namespace's labels, for the resource's namespaceSelector.
 	NamespaceLabels labels.Set
 	// Pods are the rewritten pods of the namespace (any resource, any state).
 	Pods []Pod
@@ -192,8 +219,9 @@ type PairDecision struct {
 // DecidePair decides the Secret of one pair:
 //
 //   - Always: in every namespace the namespaceSelector selects, every injecting entry;
-//   - OnFailure: the entries that serve live pods the resource rewrote, plus those used within
-//     the retention;
+//   - OnFailure: in a namespace the namespaceSelector selects, the entries that serve live pods
+//     the resource really rewrote ([UsedEntries]), plus those used within the retention; a
+//     namespace out of scope gets none, retained ones included (the usage is dropped);
 //   - a resource none of whose entries injects, or an ImageMirror with policy None, wants none.
 func DecidePair(in PairInput) (PairDecision, error) {
 	r := in.Resource
@@ -210,13 +238,16 @@ func DecidePair(in PairInput) (PairDecision, error) {
 				slices.Sort(d.Keys)
 			}
 		case v1alpha1.RewritePolicyOnFailure:
+			if !r.SelectsNamespace(in.NamespaceLabels) {
+				break
+			}
 			prev := make(Usage, len(in.Usage))
 			for k, u := range in.Usage {
 				if r.injectsKey(k) {
 					prev[k] = u
 				}
 			}
-			d.Keys, d.Usage, d.Expiry = Retain(in.Now, in.Retention, UsedEntries(r, in.Pods), prev)
+			d.Keys, d.Usage, d.Expiry = Retain(in.Now, in.Retention, UsedEntries(r, in.Pods, in.NamespaceLabels), prev)
 		}
 	}
 	d.Needed = len(d.Keys) > 0

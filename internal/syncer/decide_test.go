@@ -3,6 +3,8 @@ package syncer
 import (
 	"encoding/base64"
 	"encoding/json"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -126,38 +128,152 @@ func TestEntryKeys(t *testing.T) {
 	}
 }
 
-func TestServedBy(t *testing.T) {
-	repos := mustAlternative(t, testutil.NewImageAlternative("a").Repository("quay.io/acme/foo").Repository("registry.local/acme/foo"))
-	groups := mustAlternative(t, testutil.NewImageAlternative("g").Group("quay.io/acme/").Group("library/"))
-	mirror := mustMirror(t, testutil.NewImageMirror("m", "registry.tld/mirror/"))
+// A record counts only when the webhook could have written it for the resource: the pod and
+// its namespace selected, and the container's current image an injecting candidate of the
+// resource for its recorded original. Pod authors write labels and annotations at will.
+func TestUsedEntriesCountsOnlyTrueRecords(t *testing.T) {
+	repos := mustAlternative(t, testutil.NewImageAlternative("a").
+		NamespaceSelector(map[string]string{"team": "a"}).PodSelector(map[string]string{"app": "web"}).
+		Repository("quay.io/acme/foo").
+		Repository("registry.local/acme/foo").SecretRef("creds").
+		Repository("registry.other/acme/foo").SecretRef("creds").
+		Repository("registry.anon/acme/foo"))
+	shared := mustAlternative(t, testutil.NewImageAlternative("shared").
+		Repository("quay.io/acme/foo").
+		Repository("registry.local/acme/foo").
+		Repository("registry.local/acme/foo").SecretRef("creds"))
+	groups := mustAlternative(t, testutil.NewImageAlternative("g").Group("quay.io/acme/").Group("registry.local/acme/").SecretRef("creds"))
+	mirror := mustMirror(t, testutil.NewImageMirror("m", "registry.tld/mirror/").SecretRef("creds").Exclude("ghcr.io/huge/**"))
+	selected := labels.Set{"team": "a"}
+	web := map[string]string{"app": "web"}
+	type container struct{ original, current, by string }
 	tests := map[string]struct {
-		res   *Resource
-		image string
-		want  []string // entry fields
+		res        *Resource
+		podLabels  map[string]string
+		nsLabels   labels.Set
+		containers map[string]container
+		raw        map[string]string // annotations written as is, replacing the recorded ones
+		want       []string
 	}{
-		"repository with a tag":                     {repos, "registry.local/acme/foo:v1", []string{"spec.alternatives[1]"}},
-		"repository with a digest":                  {repos, "quay.io/acme/foo@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", []string{"spec.alternatives[0]"}},
-		"repository is not a string prefix":         {repos, "quay.io/acme/foo-bar:v1", nil},
-		"repository does not match below itself":    {repos, "quay.io/acme/foo/bar:v1", nil},
-		"group matches one level below":             {groups, "quay.io/acme/x:v1", []string{"spec.alternatives[0]"}},
-		"group does not match two levels below":     {groups, "quay.io/acme/x/y:v1", nil},
-		"group of Docker Hub official images":       {groups, "nginx:1", []string{"spec.alternatives[1]"}},
-		"mirror matches the full reference below":   {mirror, "registry.tld/mirror/docker.io/library/nginx:latest", []string{"spec.destination"}},
-		"mirror is matched by segment, not string":  {mirror, "registry.tld/mirror-other/docker.io/library/nginx:latest", nil},
-		"mirror does not match its own path":        {mirror, "registry.tld/mirror:v1", nil},
-		"an image that does not parse matches none": {repos, "Not A Ref", nil},
+		"a true record": {
+			res: repos, podLabels: web, nsLabels: selected,
+			containers: map[string]container{"c": {"quay.io/acme/foo:v1", "registry.local/acme/foo:v1", "ImageAlternative/a"}},
+			want:       []string{"registry.local/acme/foo"},
+		},
+		"a true record, the current image written in short form": {
+			res:        groups,
+			containers: map[string]container{"c": {"quay.io/acme/x", "registry.local/acme/x:latest", "ImageAlternative/g"}},
+			want:       []string{"registry.local/acme/"},
+		},
+		"a true mirror record": {
+			res:        mirror,
+			containers: map[string]container{"c": {"nginx:1", "registry.tld/mirror/docker.io/library/nginx:1", "ImageMirror/m"}},
+			want:       []string{"registry.tld/mirror"},
+		},
+		"a namespace the resource does not select": {
+			res: repos, podLabels: web, nsLabels: labels.Set{"team": "b"},
+			containers: map[string]container{"c": {"quay.io/acme/foo:v1", "registry.local/acme/foo:v1", "ImageAlternative/a"}},
+		},
+		"a pod the resource does not select": {
+			res: repos, podLabels: map[string]string{"app": "db"}, nsLabels: selected,
+			containers: map[string]container{"c": {"quay.io/acme/foo:v1", "registry.local/acme/foo:v1", "ImageAlternative/a"}},
+		},
+		"an original the resource does not cover": {
+			res: repos, podLabels: web, nsLabels: selected,
+			containers: map[string]container{"c": {"docker.io/evil/x:v1", "registry.local/acme/foo:v1", "ImageAlternative/a"}},
+		},
+		"the original recorded as its own rewrite": {
+			res: repos, podLabels: web, nsLabels: selected,
+			containers: map[string]container{"c": {"registry.local/acme/foo:v1", "registry.local/acme/foo:v1", "ImageAlternative/a"}},
+		},
+		"a tag the original did not have": {
+			res: repos, podLabels: web, nsLabels: selected,
+			containers: map[string]container{"c": {"quay.io/acme/foo:v1", "registry.local/acme/foo:v2", "ImageAlternative/a"}},
+		},
+		"an entry that does not inject": {
+			res: repos, podLabels: web, nsLabels: selected,
+			containers: map[string]container{"c": {"quay.io/acme/foo:v1", "registry.anon/acme/foo:v1", "ImageAlternative/a"}},
+		},
+		"a candidate of another resource": {
+			res:        mirror,
+			containers: map[string]container{"c": {"quay.io/acme/foo:v1", "registry.local/acme/foo:v1", "ImageMirror/m"}},
+		},
+		"a mirror record for an excluded image": {
+			res:        mirror,
+			containers: map[string]container{"c": {"ghcr.io/huge/model:1", "registry.tld/mirror/ghcr.io/huge/model:1", "ImageMirror/m"}},
+		},
+		"a record attributed to another resource": {
+			res: repos, podLabels: web, nsLabels: selected,
+			containers: map[string]container{"c": {"quay.io/acme/foo:v1", "registry.local/acme/foo:v1", "ImageAlternative/other"}},
+		},
+		"a record of a container that does not exist": {
+			res: repos, podLabels: web, nsLabels: selected,
+			containers: map[string]container{"c": {"", "registry.local/acme/foo:v1", ""}},
+			raw: map[string]string{
+				v1alpha1.AnnotationOriginalImages: `{"ghost":"quay.io/acme/foo:v1"}`,
+				v1alpha1.AnnotationRewrittenBy:    `{"ghost":"ImageAlternative/a"}`,
+			},
+		},
+		"no recorded original": {
+			res: repos, podLabels: web, nsLabels: selected,
+			containers: map[string]container{"c": {"", "registry.local/acme/foo:v1", ""}},
+			raw:        map[string]string{v1alpha1.AnnotationRewrittenBy: `{"c":"ImageAlternative/a"}`},
+		},
+		"annotations that are not JSON maps of strings": {
+			res: repos, podLabels: web, nsLabels: selected,
+			containers: map[string]container{"c": {"", "registry.local/acme/foo:v1", ""}},
+			raw: map[string]string{
+				v1alpha1.AnnotationOriginalImages: `{"c":["quay.io/acme/foo:v1"]}`,
+				v1alpha1.AnnotationRewrittenBy:    `{"c":"ImageAlternative/a"}`,
+			},
+		},
+		"null annotations": {
+			res: repos, podLabels: web, nsLabels: selected,
+			containers: map[string]container{"c": {"", "registry.local/acme/foo:v1", ""}},
+			raw:        map[string]string{v1alpha1.AnnotationOriginalImages: "null", v1alpha1.AnnotationRewrittenBy: "null"},
+		},
+		"several containers, each judged on its own": {
+			res: repos, podLabels: web, nsLabels: selected,
+			containers: map[string]container{
+				"true":   {"quay.io/acme/foo:v1", "registry.other/acme/foo:v1", "ImageAlternative/a"},
+				"forged": {"docker.io/evil/x:v1", "registry.local/acme/foo:v1", "ImageAlternative/a"},
+			},
+			want: []string{"registry.other/acme/foo"},
+		},
+		"entries sharing a path: the injecting one counts": {
+			res:        shared,
+			containers: map[string]container{"c": {"quay.io/acme/foo:v1", "registry.local/acme/foo:v1", "ImageAlternative/shared"}},
+			want:       []string{"registry.local/acme/foo"},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			var got []string
-			for _, e := range tc.res.servedBy(tc.image) {
-				got = append(got, e.Field)
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Labels: tc.podLabels, Annotations: map[string]string{}}}
+			originals, by := map[string]string{}, map[string]string{}
+			for _, c := range slices.Sorted(maps.Keys(tc.containers)) {
+				p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: c, Image: tc.containers[c].current})
+				if tc.containers[c].by != "" {
+					originals[c], by[c] = tc.containers[c].original, tc.containers[c].by
+				}
 			}
+			p.Annotations[v1alpha1.AnnotationOriginalImages] = string(mustJSON(t, originals))
+			p.Annotations[v1alpha1.AnnotationRewrittenBy] = string(mustJSON(t, by))
+			maps.Copy(p.Annotations, tc.raw)
+			got := UsedEntries(tc.res, []Pod{PodFromObject(p)}, tc.nsLabels)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("servedBy(%q) (-want +got):\n%s", tc.image, diff)
+				t.Errorf("used entries (-want +got):\n%s", diff)
 			}
 		})
 	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestResolve(t *testing.T) {
@@ -332,10 +448,18 @@ func TestRetain(t *testing.T) {
 	}
 }
 
-func rewrittenPod(ns, name string, images map[string]string, by map[string]string) *corev1.Pod {
+// rewrittenPod is a pod as the webhook admits it: images maps each container to its current
+// image, rewrites each rewritten container to its original image and the resource that
+// rewrote it.
+func rewrittenPod(ns, name string, images map[string]string, rewrites map[string][2]string) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{v1alpha1.LabelRewritten: "true"}}}
+	originals, by := map[string]string{}, map[string]string{}
+	for c, r := range rewrites {
+		originals[c], by[c] = r[0], r[1]
+	}
+	o, _ := json.Marshal(originals)
 	b, _ := json.Marshal(by)
-	p.Annotations = map[string]string{v1alpha1.AnnotationRewrittenBy: string(b)}
+	p.Annotations = map[string]string{v1alpha1.AnnotationOriginalImages: string(o), v1alpha1.AnnotationRewrittenBy: string(b)}
 	for c, img := range images {
 		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: c, Image: img})
 	}
@@ -354,14 +478,17 @@ func TestDecidePair(t *testing.T) {
 		Repository("quay.io/acme/bar").SecretRef("creds").
 		Repository("quay.io/acme/missing").SecretRef("nope").
 		Repository("docker.io/acme/foo"))
+	onFailureScoped := mustAlternative(t, testutil.NewImageAlternative("scoped").NamespaceSelector(map[string]string{"team": "a"}).
+		Repository("docker.io/acme/foo").
+		Repository("quay.io/acme/foo").SecretRef("creds"))
 	mirror := mustMirror(t, testutil.NewImageMirror("mirror", "registry.tld/mirror/").SecretRef("creds"))
 	none := mustMirror(t, testutil.NewImageMirror("none", "registry.tld/mirror/").SecretRef("creds").Policy(v1alpha1.RewritePolicyNone))
 	noInject := mustAlternative(t, testutil.NewImageAlternative("noinject").Policy(v1alpha1.RewritePolicyAlways).
 		Repository("quay.io/acme/foo").SecretRef("creds").Inject(false))
 
 	now := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
-	pod := func(name string, mutate func(*corev1.Pod), images map[string]string, by map[string]string) Pod {
-		p := rewrittenPod("ns", name, images, by)
+	pod := func(name string, mutate func(*corev1.Pod), images map[string]string, rewrites map[string][2]string) Pod {
+		p := rewrittenPod("ns", name, images, rewrites)
 		if mutate != nil {
 			mutate(p)
 		}
@@ -394,32 +521,32 @@ func TestDecidePair(t *testing.T) {
 		"OnFailure: the entries serving live pods": {
 			res: onFailure, wantNeeded: true,
 			pods: []Pod{
-				pod("p1", nil, map[string]string{"c": "quay.io/acme/bar:v1", "d": "nginx"}, map[string]string{"c": "ImageAlternative/onfailure"}),
-				pod("p2", nil, map[string]string{"c": "quay.io/acme/bar:v2"}, map[string]string{"c": "ImageAlternative/onfailure"}),
+				pod("p1", nil, map[string]string{"c": "quay.io/acme/bar:v1", "d": "nginx"}, map[string][2]string{"c": {"quay.io/acme/foo:v1", "ImageAlternative/onfailure"}}),
+				pod("p2", nil, map[string]string{"c": "quay.io/acme/bar:v2"}, map[string][2]string{"c": {"quay.io/acme/foo:v2", "ImageAlternative/onfailure"}}),
 			},
 			wantAuths: map[string]string{"quay.io/acme/bar": "q:pw"},
 		},
 		"OnFailure: finished, terminating and other resources' pods do not count": {
 			res: onFailure,
 			pods: []Pod{
-				pod("done", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, map[string]string{"c": "quay.io/acme/foo:v1"}, map[string]string{"c": "ImageAlternative/onfailure"}),
-				pod("failed", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }, map[string]string{"c": "quay.io/acme/foo:v1"}, map[string]string{"c": "ImageAlternative/onfailure"}),
-				pod("gone", func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: now} }, map[string]string{"c": "quay.io/acme/foo:v1"}, map[string]string{"c": "ImageAlternative/onfailure"}),
-				pod("other", nil, map[string]string{"c": "quay.io/acme/foo:v1"}, map[string]string{"c": "ImageAlternative/other"}),
+				pod("done", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, map[string]string{"c": "quay.io/acme/foo:v1"}, map[string][2]string{"c": {"docker.io/acme/foo:v1", "ImageAlternative/onfailure"}}),
+				pod("failed", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }, map[string]string{"c": "quay.io/acme/foo:v1"}, map[string][2]string{"c": {"docker.io/acme/foo:v1", "ImageAlternative/onfailure"}}),
+				pod("gone", func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: now} }, map[string]string{"c": "quay.io/acme/foo:v1"}, map[string][2]string{"c": {"docker.io/acme/foo:v1", "ImageAlternative/onfailure"}}),
+				pod("other", nil, map[string]string{"c": "quay.io/acme/foo:v1"}, map[string][2]string{"c": {"docker.io/acme/foo:v1", "ImageAlternative/other"}}),
 			},
 			wantAuths: map[string]string{},
 		},
 		"OnFailure: an entry that did not resolve is wanted but left out": {
 			res: onFailure, wantNeeded: true,
 			pods: []Pod{
-				pod("p", nil, map[string]string{"c": "quay.io/acme/missing:v1", "d": "quay.io/acme/foo:v1"}, map[string]string{"c": "ImageAlternative/onfailure", "d": "ImageAlternative/onfailure"}),
+				pod("p", nil, map[string]string{"c": "quay.io/acme/missing:v1", "d": "quay.io/acme/foo:v1"}, map[string][2]string{"c": {"docker.io/acme/foo:v1", "ImageAlternative/onfailure"}, "d": {"docker.io/acme/foo:v1", "ImageAlternative/onfailure"}}),
 			},
 			wantAuths: map[string]string{"quay.io/acme/foo": "q:pw"},
 		},
 		"OnFailure: an entry that does not inject is not wanted": {
 			res: onFailure,
 			pods: []Pod{
-				pod("p", nil, map[string]string{"c": "acme/foo:v1"}, map[string]string{"c": "ImageAlternative/onfailure"}),
+				pod("p", nil, map[string]string{"c": "acme/foo:v1"}, map[string][2]string{"c": {"quay.io/acme/foo:v1", "ImageAlternative/onfailure"}}),
 			},
 			wantAuths: map[string]string{},
 		},
@@ -428,10 +555,33 @@ func TestDecidePair(t *testing.T) {
 			usage:     Usage{"quay.io/acme/foo": {LastUsed: now.Add(-time.Minute)}, "quay.io/acme/gone-from-spec": {LastUsed: now}},
 			wantAuths: map[string]string{"quay.io/acme/foo": "q:pw"},
 		},
+		"OnFailure: forged records bring nothing": {
+			res: onFailure,
+			pods: []Pod{
+				pod("not-a-candidate", nil, map[string]string{"c": "quay.io/acme/foo:v1"}, map[string][2]string{"c": {"docker.io/evil/x:v1", "ImageAlternative/onfailure"}}),
+				pod("own-original", nil, map[string]string{"c": "quay.io/acme/foo:v1"}, map[string][2]string{"c": {"quay.io/acme/foo:v1", "ImageAlternative/onfailure"}}),
+			},
+			wantAuths: map[string]string{},
+		},
+		"OnFailure: a namespace out of scope gets nothing, retained entries included": {
+			res: onFailureScoped, nsLabels: labels.Set{"team": "b"},
+			pods: []Pod{
+				pod("p", nil, map[string]string{"c": "quay.io/acme/foo:v1"}, map[string][2]string{"c": {"docker.io/acme/foo:v1", "ImageAlternative/scoped"}}),
+			},
+			usage:     Usage{"quay.io/acme/foo": {LastUsed: now.Add(-time.Minute)}},
+			wantAuths: map[string]string{},
+		},
+		"OnFailure: a namespace in scope": {
+			res: onFailureScoped, nsLabels: labels.Set{"team": "a"}, wantNeeded: true,
+			pods: []Pod{
+				pod("p", nil, map[string]string{"c": "quay.io/acme/foo:v1"}, map[string][2]string{"c": {"docker.io/acme/foo:v1", "ImageAlternative/scoped"}}),
+			},
+			wantAuths: map[string]string{"quay.io/acme/foo": "q:pw"},
+		},
 		"OnFailure mirror: a pod pulled from under the destination": {
 			res: mirror, wantNeeded: true,
 			pods: []Pod{
-				pod("p", nil, map[string]string{"c": "registry.tld/mirror/docker.io/library/nginx:1"}, map[string]string{"c": "ImageMirror/mirror"}),
+				pod("p", nil, map[string]string{"c": "registry.tld/mirror/docker.io/library/nginx:1"}, map[string][2]string{"c": {"nginx:1", "ImageMirror/mirror"}}),
 			},
 			wantAuths: map[string]string{"registry.tld/mirror": "m:pw"},
 		},
@@ -555,7 +705,7 @@ func TestRender(t *testing.T) {
 		Namespaces: map[string]labels.Set{
 			"b": {"kuik": "yes"}, "a": {"kuik": "yes"}, "c": {}, "d": {},
 		},
-		Pods: []Pod{PodFromObject(rewrittenPod("d", "p", map[string]string{"c": "registry.tld/mirror/docker.io/library/nginx:1"}, map[string]string{"c": "ImageMirror/mirror"}))},
+		Pods: []Pod{PodFromObject(rewrittenPod("d", "p", map[string]string{"c": "registry.tld/mirror/docker.io/library/nginx:1"}, map[string][2]string{"c": {"nginx:1", "ImageMirror/mirror"}}))},
 	}
 	secrets, leftOut, err := Render(w)
 	if err != nil {
@@ -589,6 +739,7 @@ func TestTransformPod(t *testing.T) {
 			Labels: map[string]string{"kuik.enix.io/rewritten": "true"},
 			Annotations: map[string]string{
 				"kuik.enix.io/rewritten-by":                        `{"c":"ImageMirror/m"}`,
+				"kuik.enix.io/original-images":                     `{"c":"nginx"}`,
 				"kubectl.kubernetes.io/last-applied-configuration": "{...big...}",
 			},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}},
@@ -608,7 +759,7 @@ func TestTransformPod(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "p", Namespace: "ns", UID: "u", ResourceVersion: "7",
 			Labels:      map[string]string{"kuik.enix.io/rewritten": "true"},
-			Annotations: map[string]string{"kuik.enix.io/rewritten-by": `{"c":"ImageMirror/m"}`},
+			Annotations: map[string]string{"kuik.enix.io/rewritten-by": `{"c":"ImageMirror/m"}`, "kuik.enix.io/original-images": `{"c":"nginx"}`},
 		},
 		Spec: corev1.PodSpec{
 			InitContainers: []corev1.Container{{Name: "i", Image: "busybox"}},

@@ -18,26 +18,58 @@
 //   - [Resolve] finds each injecting entry's credential in its secretRef Secret, by the
 //     kubelet's own matching rules (credentials.DockerConfig.Lookup), each Secret read once; an
 //     entry that cannot be resolved is left out with a reason ([LeftOut]);
+//   - [UsedEntries] tells which entries the live pods of a namespace really use. A pod's label
+//     kuik.enix.io/rewritten and its annotations rewritten-by and original-images are claims
+//     any pod author can write (at creation, or later: the webhook never sees updates), so a
+//     container counts only when the resource it names could have routed it there: the
+//     resource selects the namespace and the pod (their current labels), and has, for the
+//     recorded original image, an injecting candidate whose reference is the container's
+//     current image. The routing core decides (each [Resource] holds its own routing.Index,
+//     and routing.Index.Candidates is the webhook's matching, selectors and order), so no
+//     forged record brings an OnFailure credential into a namespace or for a pod the resource
+//     does not route, nor one of an entry the pod could not have been routed to;
 //   - [DecidePair] decides one (resource, namespace) pair: under Always, every injecting entry in
-//     every namespace the namespaceSelector selects; under OnFailure, the entries that serve the
-//     live pods the resource rewrote, plus those used within the retention ([Retain], clock
-//     injected);
+//     every namespace the namespaceSelector selects; under OnFailure, in a namespace the
+//     namespaceSelector selects, the entries that serve the live pods the resource rewrote,
+//     plus those used within the retention ([Retain], clock injected) — a namespace leaving the
+//     selector loses them all at once;
 //   - [DesiredSecret], [ApplyConfiguration] and [Hash] build the Secret and its apply request;
-//     [DesiredStatus] the resource's status.
+//     [DesiredStatus] the resource's status; [RecordApplyConfiguration] and [ParseRecord] the
+//     retention record of a resource (record.go).
 //
-// Act ([Controller]): a work queue keyed by (kind, name, namespace), debounced so that the
-// events of one pair within a short window make one apply; server-side apply with field
-// manager kuik-secret-syncer; an in-memory hash per pair skips applies that would change
-// nothing; a periodic resync re-applies every pair regardless of the hash, which restores a
-// Secret someone deleted or edited (the API server turns an identical apply into a no-op); a
-// start applies every pair once. The syncer never deletes a Secret: a pair that needs nothing
-// any more gets {"auths":{}}, and deleting the resource garbage-collects its Secrets through
-// their ownerReference. Status (Ready condition, observedGeneration, entries, namespaces) is
-// written through the status subresource only when it changes, and one
-// PullSecretInjectionFailed Warning event is emitted per cause.
+// Act ([Controller]; controller.go holds the queues and lifecycle, memo.go the per-resource
+// view, apply.go the per-pair decision and its memory, persist.go the retention records): a work
+// queue keyed by (kind, name, namespace), debounced so that the events of one pair within a
+// short window make one apply; server-side apply with field manager kuik-secret-syncer; an
+// in-memory hash per pair skips applies that would change nothing; a periodic resync
+// re-applies every pair regardless of the hash, which restores a Secret someone deleted or
+// edited (the API server turns an identical apply into a no-op). A resync that arrives while a
+// pair is being decided is not lost: the decision takes the pair's forced flag when it starts,
+// so the resync's flag survives it and the work queue decides the pair once more right after.
+// The pod, namespace, resource and secretRef informers re-decide the pairs they touch; a
+// namespace's label change re-decides its OnFailure pairs too.
+//
+// Retention survives restarts and leader changes: the usage of each OnFailure resource's
+// entries is kept in a retention record, a ConfigMap kuik-retain-<kind>-<name> in the cluster
+// resource namespace owned by the resource, written (debounced, server-side apply) only when an
+// entry starts or stops being used or expires. A start lists the records from the API server
+// before any decision: a retained entry keeps its recorded time of last use, an entry recorded
+// as live counts as used at the start (its pods may have gone while no syncer ran), and the
+// record's namespaces are decided even when no pod there needs the resource any more, so their
+// retained entries still expire. The syncer never reads a Secret outside the cluster resource
+// namespace; the records are what it knows of what it wrote.
+//
+// A start applies every pair once. The syncer never deletes a Secret: a pair that needs nothing
+// any more gets {"auths":{}}, and deleting the resource garbage-collects its Secrets and its
+// record through their ownerReference. Status (Ready condition, observedGeneration, entries,
+// namespaces) is written through the status subresource only when it changes, and one
+// PullSecretInjectionFailed Warning event (core/v1) is emitted per cause, in namespace
+// "default" (the API server accepts the events of cluster-scoped objects nowhere else).
 //
 // [NewManager] wires it into a controller-runtime manager with leader election, metrics and
-// health probes. The RBAC it needs is the chart's (charts/kuik/templates/syncer-rbac.yaml); the
+// health probes. The RBAC it needs is the chart's (charts/kuik/templates/syncer-rbac.yaml:
+// Secrets create/patch everywhere but read only in the cluster resource namespace, the
+// retention records and leader election there, events in "default" and there); the
 // integration tests run it under exactly that.
 //
 // The package never talks to a registry.

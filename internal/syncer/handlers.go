@@ -3,10 +3,13 @@ package syncer
 import (
 	"context"
 
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
@@ -55,8 +58,9 @@ func (c *Controller) resourceHandler(ctx context.Context, kind routing.Kind) too
 	}
 }
 
-// namespaceHandler re-decides the Always pairs of a namespace whose labels changed, and
-// forgets the pairs of a deleted namespace.
+// namespaceHandler re-decides the pairs of a namespace that appears or whose labels changed (it
+// may enter or leave a resource's namespaceSelector), and forgets the pairs of a deleted
+// namespace.
 func (c *Controller) namespaceHandler(ctx context.Context) toolscache.ResourceEventHandler {
 	return toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
@@ -82,11 +86,33 @@ func (c *Controller) namespaceHandler(ctx context.Context) toolscache.ResourceEv
 	}
 }
 
+// enqueueNamespace queues, for one namespace, the pair of every Always resource and of every
+// OnFailure resource that rewrote a pod there or has a pair there.
 func (c *Controller) enqueueNamespace(ctx context.Context, ns string) {
+	present := map[ResourceKey]struct{}{}
+	var pods corev1.PodList
+	if err := c.cache.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "listing pods from the cache")
+	}
+	for i := range pods.Items {
+		for _, s := range PodSources(pods.Items[i].Annotations) {
+			present[ResourceKey{Kind: s.Kind, Name: s.Name}] = struct{}{}
+		}
+	}
+	c.mu.Lock()
+	for k := range c.pairs {
+		if k.Namespace == ns {
+			present[k.resource()] = struct{}{}
+		}
+	}
+	c.mu.Unlock()
 	for _, rk := range c.resourceKeys(ctx) {
-		r, _, err := c.resource(ctx, rk)
-		if err != nil || r == nil || r.Policy != v1alpha1.RewritePolicyAlways {
-			continue
+		_, here := present[rk]
+		if !here {
+			r, _, err := c.resource(ctx, rk)
+			if err != nil || r == nil || r.Policy != v1alpha1.RewritePolicyAlways {
+				continue
+			}
 		}
 		c.enqueuePair(PairKey{Kind: rk.Kind, Name: rk.Name, Namespace: ns})
 	}

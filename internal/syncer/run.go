@@ -75,9 +75,13 @@ func NewManager(ctx context.Context, restConfig *rest.Config, opts Options) (man
 	if id == "" {
 		id = DefaultLeaderElectionID
 	}
+	logger := logr.FromContextOrDiscard(ctx)
 	mopts := manager.Options{
-		Scheme:                        scheme,
-		Logger:                        logr.FromContextOrDiscard(ctx),
+		Scheme: scheme,
+		Logger: logger,
+		// The manager hands its runnables (the controller) a context of its own: without this,
+		// one with no logger, and the controller's logs would go nowhere.
+		BaseContext:                   func() context.Context { return logr.NewContext(context.Background(), logger) },
 		Cache:                         CacheOptions(opts.ClusterResourceNamespace),
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress},
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,

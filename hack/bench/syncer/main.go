@@ -261,7 +261,9 @@ func run(ctx context.Context) error {
 	w.Stop()
 
 	// 3. OnFailure latency: pod admitted → Secret present.
-	onFailure := testutil.NewImageAlternative("onfailure").Repository("quay.io/acme/bar").SecretRef("creds").Build()
+	// The pods' original, docker.io/acme/bar, stands for quay.io/acme/bar: the syncer counts only
+	// records the webhook could have written.
+	onFailure := testutil.NewImageAlternative("onfailure").Repository("docker.io/acme/bar").Repository("quay.io/acme/bar").SecretRef("creds").Build()
 	if err := cl.Create(ctx, &onFailure); err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -98,8 +99,8 @@ func installRBAC(ctx context.Context, cs kubernetes.Interface) error {
 		return fmt.Errorf("the chart names the syncer's ServiceAccount %q, the tests %q", sa, serviceAccount)
 	}
 	objs := chart.Identity("secret-syncer")
-	if len(objs) != 5 {
-		return fmt.Errorf("the chart renders %d RBAC objects for the syncer, want a ServiceAccount, a ClusterRole, a Role and their bindings", len(objs))
+	if len(objs) != 7 {
+		return fmt.Errorf("the chart renders %d RBAC objects for the syncer, want a ServiceAccount, a ClusterRole, a Role in %s, one in default for events, and their bindings", len(objs), crns)
 	}
 	return testenv.Apply(ctx, cp.Config(), objs)
 }
@@ -131,16 +132,28 @@ func syncerConfig() *syncer.Options {
 // called (also at cleanup). Its logs are printed if the test fails.
 func startSyncer(t *testing.T, opts *syncer.Options) (stop func()) {
 	t.Helper()
+	return startSyncerWith(t, opts, cp.ConfigAsServiceAccount(crns, serviceAccount), nil)
+}
+
+// startSyncerWith runs a syncer with a client config of the test's making (the syncer's
+// identity, with a transport wrapped to watch its requests), calling onLog, if not nil, with
+// each of its log lines.
+func startSyncerWith(t *testing.T, opts *syncer.Options, cfg *rest.Config, onLog func(line string)) (stop func()) {
+	t.Helper()
 	var mu sync.Mutex
 	var buf bytes.Buffer
 	logger := funcr.New(func(prefix, args string) {
+		line := prefix + " " + args
+		if onLog != nil {
+			onLog(line)
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		fmt.Fprintf(&buf, "%s %s %s\n", time.Now().Format("15:04:05.000"), prefix, args)
+		fmt.Fprintf(&buf, "%s %s\n", time.Now().Format("15:04:05.000"), line)
 	}, funcr.Options{Verbosity: 1})
 	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), logger))
 	done := make(chan error, 1)
-	go func() { done <- syncer.Run(ctx, cp.ConfigAsServiceAccount(crns, serviceAccount), *opts) }()
+	go func() { done <- syncer.Run(ctx, cfg, *opts) }()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
@@ -153,7 +166,7 @@ func startSyncer(t *testing.T, opts *syncer.Options) (stop func()) {
 			case <-time.After(30 * time.Second):
 				t.Error("syncer did not stop within 30s")
 			}
-			if t.Failed() {
+			if t.Failed() || os.Getenv("KUIK_SYNCER_LOG") != "" {
 				mu.Lock()
 				t.Logf("syncer log:\n%s", buf.String())
 				mu.Unlock()
@@ -216,17 +229,22 @@ func create(t *testing.T, e env, obj client.Object) {
 	t.Cleanup(func() { _ = e.cl.Delete(context.Background(), obj) })
 }
 
-// rewrittenPod is a pod as the webhook admits it: label, annotations, rewritten images.
-func rewrittenPod(ns, name string, images, by map[string]string) *corev1.Pod {
+// rewrite is what the webhook records of a container it rewrote: the original image and the
+// resource that rewrote it ("ImageAlternative/<name>").
+type rewrite struct{ original, by string }
+
+// rewrittenPod is a pod as the webhook admits it (label, annotations, rewritten images), or as
+// a pod author forging one writes it: images maps each container to its current image.
+func rewrittenPod(ns, name string, images map[string]string, rewrites map[string]rewrite) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
 		Namespace: ns, Name: name,
 		Labels: map[string]string{"kuik.enix.io/rewritten": "true"},
 	}}
-	byJSON, _ := json.Marshal(by)
-	orig := map[string]string{}
-	for c := range by {
-		orig[c] = "original.example/" + c + ":v1"
+	orig, by := map[string]string{}, map[string]string{}
+	for c, r := range rewrites {
+		orig[c], by[c] = r.original, r.by
 	}
+	byJSON, _ := json.Marshal(by)
 	origJSON, _ := json.Marshal(orig)
 	p.Annotations = map[string]string{
 		"kuik.enix.io/rewritten-by":    string(byJSON),

@@ -38,7 +38,7 @@ func TestRenderMatchesWhatTheSyncerApplied(t *testing.T) {
 		createNamespace(t, e, map[string]string{"scope": n}),
 		createNamespace(t, e, nil),
 	}
-	createPod(t, e, rewrittenPod(namespaces[2], "web", map[string]string{"web": "registry.tld/mirror/docker.io/library/nginx:1"}, map[string]string{"web": "ImageMirror/" + n}))
+	createPod(t, e, rewrittenPod(namespaces[2], "web", map[string]string{"web": "registry.tld/mirror/docker.io/library/nginx:1"}, map[string]rewrite{"web": {"nginx:1", "ImageMirror/" + n}}))
 	startSyncer(t, syncerConfig())
 
 	live := map[string]*corev1.Secret{}

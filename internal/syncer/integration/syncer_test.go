@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,12 +109,12 @@ func TestOnFailureFollowsLivePodsWithRetention(t *testing.T) {
 	secretName := "kuik-inject-imagealternative-" + n
 	absentFor(t, e, ns, secretName, time.Second)
 
-	createPod(t, e, rewrittenPod(ns, "p1", map[string]string{"app": "quay.io/acme/foo:v1", "side": "nginx"}, map[string]string{"app": "ImageAlternative/" + n}))
+	createPod(t, e, rewrittenPod(ns, "p1", map[string]string{"app": "quay.io/acme/foo:v1", "side": "nginx"}, map[string]rewrite{"app": {"quay.io/acme/bar:v1", "ImageAlternative/" + n}}))
 	secretHolds(t, e, ns, secretName, map[string]string{"quay.io/acme/foo": "q:pw"})
 	absentFor(t, e, ns, "kuik-inject-imagemirror-"+n, 500*time.Millisecond)
 
 	createPod(t, e, rewrittenPod(ns, "p2", map[string]string{"app": "quay.io/acme/bar:v1", "m": "registry.tld/mirror/docker.io/library/redis:7"},
-		map[string]string{"app": "ImageAlternative/" + n, "m": "ImageMirror/" + n}))
+		map[string]rewrite{"app": {"quay.io/acme/foo:v1", "ImageAlternative/" + n}, "m": {"redis:7", "ImageMirror/" + n}}))
 	secretHolds(t, e, ns, secretName, map[string]string{"quay.io/acme/foo": "q:pw", "quay.io/acme/bar": "q:pw"})
 	secretHolds(t, e, ns, "kuik-inject-imagemirror-"+n, map[string]string{"registry.tld/mirror": "m:pw"})
 
@@ -455,5 +456,40 @@ func TestStandbyTakesOverWhenLeaderStops(t *testing.T) {
 	}
 	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
 		t.Errorf("lease %s has no holder", n)
+	}
+	// Leader election's events land on the Lease, in the syncer's namespace: the chart's RBAC
+	// lets it create them there.
+	eventually(t, "leader election events on the Lease", func(ctx context.Context) error {
+		list, err := e.cs.CoreV1().Events(crns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Lease,involvedObject.name=" + n})
+		if err != nil {
+			return err
+		}
+		if len(list.Items) == 0 {
+			return errors.New("no event")
+		}
+		return nil
+	})
+}
+
+// The controller logs through the logger the syncer is started with (the one -v and --zap-*
+// configure), its V(1) lines included: the manager's runnables get a context of their own.
+func TestSyncerLogsThroughTheLoggerItIsGiven(t *testing.T) {
+	e := harness(t)
+	n := name(t)
+	alwaysForScope(t, e, n, "u:pw")
+	ns := createNamespace(t, e, map[string]string{"scope": n})
+	var log appliedLog
+	var started atomic.Bool
+	startSyncerWith(t, syncerConfig(), cp.ConfigAsServiceAccount(crns, serviceAccount), func(line string) {
+		if strings.Contains(line, `"msg"="started"`) {
+			started.Store(true)
+		}
+		log.observe(line)
+	})
+	secretName := "kuik-inject-imagealternative-" + n
+	secretHolds(t, e, ns, secretName, map[string]string{"quay.io/acme/foo": "u:pw"})
+	waitApplied(t, &log, ns, secretName) // V(1)
+	if !started.Load() {
+		t.Error(`no "started" line from the controller`)
 	}
 }
