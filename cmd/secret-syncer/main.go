@@ -4,30 +4,21 @@ package main
 
 import (
 	"context"
-	"log/slog"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/go-logr/logr"
-	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/enix/kuik/cmd/secret-syncer/app"
 )
 
 func main() {
-	logger := logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctrl.SetLogger(logger)
-	klog.SetLogger(logger)
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx = logr.NewContext(ctx, logger)
 
-	cmd := app.NewCommand(app.Run)
-	if err := cmd.ExecuteContext(ctx); err != nil {
-		logger.Error(err, "secret-syncer failed")
+	// The logger is built from the command line (-v, --zap-*) and handed down in the context.
+	if err := app.NewCommand(app.Run).ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "secret-syncer:", err)
 		stop()
 		os.Exit(1)
 	}

@@ -9,10 +9,12 @@ import (
 	"os"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/enix/kuik/internal/logflags"
 	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/syncer"
 )
@@ -31,9 +33,11 @@ type RunFunc func(ctx context.Context, opts Options) error
 // DefaultClusterResourceNamespace is used when neither the flag nor $POD_NAMESPACE says.
 const DefaultClusterResourceNamespace = "kuik-system"
 
-// NewCommand is the secret-syncer command; run is called with the parsed options.
+// NewCommand is the secret-syncer command; run is called with the parsed options and a context
+// carrying the logger the logging flags (-v, --zap-*) configure.
 func NewCommand(run RunFunc) *cobra.Command {
 	var opts Options
+	var logs *logflags.Flags
 	cmd := &cobra.Command{
 		Use:   "secret-syncer",
 		Short: "Keep the pull Secrets kuik injects into pods",
@@ -47,9 +51,15 @@ holding the credentials of the entries the webhook rewrites pods to.`,
 			if err := opts.validate(); err != nil {
 				return err
 			}
-			return run(cmd.Context(), opts)
+			logger, err := logs.Logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			return run(logr.NewContext(cmd.Context(), logger), opts)
 		},
 	}
+	// On the subcommand too, as the webhook's (render does not log, but takes them).
+	logs = logflags.Bind(cmd.PersistentFlags())
 	f := cmd.Flags()
 	f.StringVar(&opts.ClusterResourceNamespace, "cluster-resource-namespace", defaultNamespace(),
 		"namespace holding the secretRef Secrets and the leader election Lease (default $POD_NAMESPACE, else kuik-system)")
@@ -96,9 +106,10 @@ func (o *Options) validate() error {
 	return errors.Join(errs...)
 }
 
-// Run is the real RunFunc: it registers the metrics, loads the client configuration and runs
-// the syncer.
+// Run is the real RunFunc: it installs the context's logger as the process's (logflags.Install),
+// registers the metrics, loads the client configuration and runs the syncer.
 func Run(ctx context.Context, opts Options) error {
+	logflags.Install(logr.FromContextOrDiscard(ctx))
 	if err := metrics.RegisterSyncer(ctrlmetrics.Registry); err != nil {
 		return err
 	}

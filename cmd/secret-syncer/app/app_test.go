@@ -3,12 +3,14 @@ package app
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/enix/kuik/internal/syncer"
@@ -152,5 +154,75 @@ func TestRenderRequiresResourcesAndSecrets(t *testing.T) {
 	err := cmd.ExecuteContext(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "secrets") {
 		t.Errorf("render without --secrets: %v", err)
+	}
+}
+
+// The logging flags of both kuik binaries: -v (klog's, for kuik and client-go) and
+// controller-runtime's --zap-* flags; the run function gets the logger they configure.
+func TestLoggingFlags(t *testing.T) {
+	tests := map[string]struct {
+		args      []string
+		verbosity int // the highest V level enabled
+		json      bool
+	}{
+		"default: info":                  {verbosity: 0, json: true},
+		"-v=2":                           {args: []string{"-v=2"}, verbosity: 2, json: true},
+		"-v 3":                           {args: []string{"-v", "3"}, verbosity: 3, json: true},
+		"--v=1":                          {args: []string{"--v=1"}, verbosity: 1, json: true},
+		"--zap-log-level=debug":          {args: []string{"--zap-log-level=debug"}, verbosity: 1, json: true},
+		"--zap-log-level=4":              {args: []string{"--zap-log-level=4"}, verbosity: 4, json: true},
+		"--zap-log-level=error":          {args: []string{"--zap-log-level=error"}, verbosity: -1, json: true},
+		"--zap-encoder=console with -v":  {args: []string{"--zap-encoder=console", "-v=1"}, verbosity: 1},
+		"--zap-devel: console and debug": {args: []string{"--zap-devel"}, verbosity: 1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			var logger logr.Logger
+			called := false
+			cmd := NewCommand(func(ctx context.Context, _ Options) error {
+				logger, called = logr.FromContextOrDiscard(ctx), true
+				return nil
+			})
+			cmd.SetArgs(tc.args)
+			cmd.SetOut(&bytes.Buffer{})
+			cmd.SetErr(&stderr)
+			if err := cmd.ExecuteContext(t.Context()); err != nil || !called {
+				t.Fatalf("called %v, err %v", called, err)
+			}
+			for v := 0; v <= 5; v++ {
+				if got := logger.V(v).Enabled(); got != (v <= tc.verbosity) {
+					t.Errorf("V(%d) enabled = %v, want %v", v, got, v <= tc.verbosity)
+				}
+			}
+			if tc.verbosity >= 0 {
+				logger.V(tc.verbosity).Info("probe line", "k", "v")
+				line := stderr.String()
+				if !strings.Contains(line, "probe line") {
+					t.Fatalf("V(%d) line not written to the command's stderr: %q", tc.verbosity, line)
+				}
+				var obj map[string]any
+				if isJSON := json.Unmarshal([]byte(strings.TrimSpace(line)), &obj) == nil; isJSON != tc.json {
+					t.Errorf("JSON output = %v, want %v: %q", isJSON, tc.json, line)
+				}
+			}
+		})
+	}
+}
+
+func TestInvalidLoggingFlagsDoNotRun(t *testing.T) {
+	for name, args := range map[string][]string{
+		"-v and --zap-log-level":  {"-v=2", "--zap-log-level=debug"},
+		"negative -v":             {"-v=-1"},
+		"-v that is not a number": {"-v=loud"},
+		"unknown zap level":       {"--zap-log-level=loud"},
+		"unknown encoder":         {"--zap-encoder=xml"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, called, err := execute(t, args...)
+			if err == nil || called {
+				t.Errorf("called %v, err %v; want an error and no run", called, err)
+			}
+		})
 	}
 }

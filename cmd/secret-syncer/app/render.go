@@ -35,9 +35,12 @@ func newRenderCommand() *cobra.Command {
 secret-syncer would apply for the routing resources, Secrets, namespaces and pods in the files
 (YAML or JSON, one or more documents, List kinds accepted), and one line on stderr for each
 entry left out, naming the resource, the entry and the reason. It runs the syncer's own
-decisions from a fresh start: OnFailure Secrets hold what the live rewritten pods use.
+decisions from a fresh start: OnFailure Secrets hold what the live rewritten pods use, counting
+only the records the webhook could have written (the resource selects the pod and its namespace,
+and the container's image is one of its candidates for the recorded original).
 
-Without --namespaces, the namespaces are those of the pods, without labels.`,
+Without --namespaces, the namespaces are those of the pods, without labels (so a resource with a
+namespaceSelector selects none of them).`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
