@@ -71,11 +71,11 @@ test-unit: ## Only the tests that need no control plane.
 	$(GO) test -count=1 -short ./...
 
 .PHONY: demo
-demo: controlplane ## Run kuik end to end on a local control plane, and leave it running to explore.
+demo: controlplane node ## Run kuik end to end on a local node (kubelet, containerd) with the chart and freshly built images, and leave it running to explore.
 	KUIK_ASSETS="$$(hack/controlplane.sh dir)" $(GO) run ./hack/demo up
 
 .PHONY: demo-down
-demo-down: ## Stop everything `make demo` started and remove its state.
+demo-down: ## Stop the demo's node (its processes, namespaces, mounts, cgroups) and remove its state.
 	$(GO) run ./hack/demo down
 
 .PHONY: bench

@@ -24,7 +24,7 @@ func pod(name, image string) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: ptr.To[int64](1),
-			Containers: []corev1.Container{{Name: "app", Image: image, Command: []string{"/guest", "pause"}}},
+			Containers:                    []corev1.Container{{Name: "app", Image: image, Command: []string{"/guest", "pause"}}},
 		},
 	}
 }

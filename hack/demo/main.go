@@ -1,14 +1,17 @@
-// Command demo runs kuik on a local control plane, end to end, for a person to look at:
+// Command demo runs kuik on a real single-node cluster, end to end, for a person to look at:
 //
 //	go run ./hack/demo up     # make demo
 //	go run ./hack/demo down   # make demo-down
 //
-// up builds etcd, kube-apiserver and kube-controller-manager (cached), starts them on
-// 127.0.0.1, installs the chart with the Helm SDK, runs the webhook and the secret-syncer as
-// local processes under the chart's ServiceAccount identities (so the chart's RBAC and the
-// ValidatingAdmissionPolicy really apply), starts a local OCI registry with basic auth holding
-// a tiny image, applies an ImageAlternative with a secretRef, creates a pod whose upstream is
-// unreachable, and prints what kuik did. Everything keeps running until `down`.
+// up starts, detached, a process holding a node (internal/testnode: etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler, containerd, the kubelet and kube-proxy in network,
+// mount and PID namespaces of its own), builds kuik's images from source, installs the chart
+// with them (internal/kuiknode), starts a registry with basic authentication holding a tiny
+// image, applies an ImageAlternative whose upstream is down, and shows a user's pod routed to
+// the private registry and Running through the Secret the syncer injected, and the same pod
+// without kuik stuck in ImagePullBackOff. Everything keeps running until `down`, which ends
+// that process: the node goes with its namespaces, and the process undoes what is left on the
+// host (cgroups, its directories).
 package main
 
 import (
@@ -21,25 +24,34 @@ import (
 	"syscall"
 
 	"github.com/enix/kuik/internal/testenv"
+	"github.com/enix/kuik/internal/testnode"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: demo up|down|registry")
+		fmt.Fprintln(os.Stderr, "usage: demo up|down")
 		os.Exit(2)
 	}
+	// The detached process holding the node (and, started again by testnode, its namespaces).
+	if os.Args[1] == "node" {
+		os.Exit(testnode.Main(testnode.Options{}, func(ctx context.Context, n *testnode.Node) int {
+			if err := serve(ctx, n, stateDir()); err != nil {
+				fmt.Printf("demo: failed: %v\n", err)
+				return 1
+			}
+			return 0
+		}))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	var err error
 	switch os.Args[1] {
 	case "up":
 		err = up(ctx, stateDir())
 	case "down":
 		err = down(stateDir())
-	case "registry":
-		err = serveRegistry(ctx, os.Args[2:])
 	default:
-		err = errors.New("usage: demo up|down|registry")
+		err = errors.New("usage: demo up|down")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -47,21 +59,10 @@ func main() {
 	}
 }
 
-// stateDir holds the demo's cluster, binaries, certificates, kubeconfigs and logs.
+// stateDir holds the demo's binary, kubeconfig, kubectl wrapper and logs.
 func stateDir() string {
 	if d := os.Getenv("KUIK_DEMO_DIR"); d != "" {
 		return d
 	}
 	return filepath.Join(testenv.RepoRoot(), "_output", "demo")
-}
-
-func down(dir string) error {
-	if err := testenv.StopDetached(dir); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("removing %s: %w", dir, err)
-	}
-	fmt.Println("demo: stopped, and", dir, "removed")
-	return nil
 }
