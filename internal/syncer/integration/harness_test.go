@@ -129,7 +129,7 @@ func syncerConfig() *syncer.Options {
 }
 
 // startSyncer runs a syncer in-process as its ServiceAccount until the returned stop is
-// called (also at cleanup). Its logs are printed if the test fails.
+// called (also at cleanup). Its logs are printed if the test fails, or always with KUIK_SYNCER_LOG set.
 func startSyncer(t *testing.T, opts *syncer.Options) (stop func()) {
 	t.Helper()
 	return startSyncerWith(t, opts, cp.ConfigAsServiceAccount(crns, serviceAccount), nil)
