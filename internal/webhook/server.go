@@ -85,6 +85,9 @@ func Run(ctx context.Context, cfg Config) error {
 		HealthProbeBindAddress: cfg.HealthProbeBindAddress,
 		WebhookServer:          webhook.NewServer(webhook.Options{Host: cfg.Host, Port: cfg.Port, CertDir: cfg.CertDir}),
 		Logger:                 logger,
+		// Runnables (the index builder) log through their context: without this they would get
+		// a bare one.
+		BaseContext: func() context.Context { return log.IntoContext(context.Background(), logger) },
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
