@@ -239,24 +239,28 @@ func TestPodMutatorPatches(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			a := &availability{available: map[string]bool{}}
-			for _, r := range tc.available {
-				a.available[r] = true
-			}
-			resp := mutator(t, a, tc.ias, tc.ims).Handle(t.Context(), createRequest(t, tc.pod))
-			if !resp.Allowed {
-				t.Fatalf("pod denied: %+v", resp.Result)
-			}
-			if len(resp.Warnings) > 0 {
-				t.Errorf("warnings: %v", resp.Warnings)
-			}
-			if diff := cmp.Diff(sortPatch(tc.want), sortPatch(resp.Patches)); diff != "" {
-				t.Errorf("patch (-want +got):\n%s", diff)
-			}
-			if len(a.asked) != tc.probed {
-				t.Errorf("chooser asked %d times (%v), want %d", len(a.asked), a.asked, tc.probed)
-			}
+			checkPatch(t, tc.ias, tc.ims, tc.pod, tc.available, tc.want, tc.probed)
 		})
+	}
+}
+
+// checkPatch admits pod with only the available references available, and checks the exact
+// patch (in any order), that it came with no warning, and how many candidate lists were probed.
+func checkPatch(t *testing.T, ias []v1alpha1.ImageAlternative, ims []v1alpha1.ImageMirror, p *corev1.Pod, available []string, want []jsonpatch.JsonPatchOperation, probed int) {
+	t.Helper()
+	a := &availability{available: map[string]bool{}}
+	for _, r := range available {
+		a.available[r] = true
+	}
+	resp := mutator(t, a, ias, ims).Handle(t.Context(), createRequest(t, p))
+	if !resp.Allowed || len(resp.Warnings) > 0 {
+		t.Fatalf("allowed=%v warnings=%v result=%+v", resp.Allowed, resp.Warnings, resp.Result)
+	}
+	if diff := cmp.Diff(sortPatch(want), sortPatch(resp.Patches)); diff != "" {
+		t.Errorf("patch (-want +got):\n%s", diff)
+	}
+	if len(a.asked) != probed {
+		t.Errorf("%d candidate lists probed (%v), want %d", len(a.asked), a.asked, probed)
 	}
 }
 

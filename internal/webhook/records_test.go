@@ -134,20 +134,7 @@ func TestForgedRecordsAreDropped(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			a := &availability{available: map[string]bool{}}
-			for _, r := range tc.available {
-				a.available[r] = true
-			}
-			resp := mutator(t, a, []v1alpha1.ImageAlternative{acme, web}, nil).Handle(t.Context(), createRequest(t, tc.pod))
-			if !resp.Allowed || len(resp.Warnings) > 0 {
-				t.Fatalf("allowed=%v warnings=%v result=%+v", resp.Allowed, resp.Warnings, resp.Result)
-			}
-			if diff := cmp.Diff(sortPatch(tc.want), sortPatch(resp.Patches)); diff != "" {
-				t.Errorf("patch (-want +got):\n%s", diff)
-			}
-			if len(a.asked) != tc.probed {
-				t.Errorf("%d candidate lists probed (%v), want %d", len(a.asked), a.asked, tc.probed)
-			}
+			checkPatch(t, []v1alpha1.ImageAlternative{acme, web}, nil, tc.pod, tc.available, tc.want, tc.probed)
 		})
 	}
 }
