@@ -226,7 +226,7 @@ func (p *Prober) start(ctx context.Context, t Target, k string) (Result, *flight
 	// fail the others waiting on the same flight; it is bounded by the probe timeout instead.
 	go func() {
 		begin := p.opts.Now()
-		r := p.head(context.WithoutCancel(ctx), t)
+		r := p.safeHead(context.WithoutCancel(ctx), t)
 		if p.opts.Observe != nil {
 			p.opts.Observe(t.Registry, r, p.opts.Now().Sub(begin))
 		}
@@ -359,6 +359,18 @@ func (p *Prober) Resolve(ctx context.Context, lists [][]Target, accept Accept) [
 // list order, or -1.
 func (p *Prober) First(ctx context.Context, targets []Target) int {
 	return p.Resolve(ctx, [][]Target{targets}, nil)[0]
+}
+
+// safeHead is head run where no caller's recover reaches: a panic (a registry answer the
+// client library chokes on; an original's registry is the pod author's to choose) counts as
+// Unreachable instead of ending the process, and the flight still lands.
+func (p *Prober) safeHead(ctx context.Context, t Target) (r Result) {
+	defer func() {
+		if recover() != nil {
+			r = Unreachable
+		}
+	}()
+	return p.head(ctx, t)
 }
 
 func (p *Prober) head(ctx context.Context, t Target) Result {
