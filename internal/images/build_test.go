@@ -40,9 +40,12 @@ func TestBuild(t *testing.T) {
 	}
 	ctx := t.Context()
 	src := images.Source{Created: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Revision: "0123456789abcdef"}
+	// Every build reads one copy of the sources, away from the checkout: the digests compared
+	// are those of one tree, and its path is not the checkout's.
+	dir := snapshot(t)
 	start := time.Now()
 	binDir := t.TempDir()
-	imgs, err := images.Build(ctx, images.Options{BinDir: binDir, Source: src})
+	imgs, err := images.Build(ctx, images.Options{BinDir: binDir, Dir: dir, Source: src})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,13 +108,13 @@ func TestBuild(t *testing.T) {
 
 	t.Run("reproducible", func(t *testing.T) {
 		start := time.Now()
-		again, err := images.Build(ctx, images.Options{BinDir: t.TempDir(), Source: src})
+		again, err := images.Build(ctx, images.Options{BinDir: t.TempDir(), Dir: dir, Source: src})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("second build, binaries relinked and compressed again in another directory: %s", time.Since(start))
 		start = time.Now()
-		warm, err := images.Build(ctx, images.Options{BinDir: binDir, Source: src})
+		warm, err := images.Build(ctx, images.Options{BinDir: binDir, Dir: dir, Source: src})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,6 +261,56 @@ func checkRuns(t *testing.T, c images.Component, b []byte) {
 	if !strings.Contains(string(out), "Usage:") || !strings.Contains(string(out), filepath.Base(c.Binary)) {
 		t.Errorf("%s --help printed no usage:\n%s", c.Binary, out)
 	}
+}
+
+// snapshot copies what the images are built from (go.mod, go.sum and the directories of the
+// module's packages the commands import) into a temporary directory.
+func snapshot(t *testing.T) string {
+	t.Helper()
+	goList := func(args ...string) []string {
+		out, err := exec.CommandContext(t.Context(), "go", append([]string{"list"}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", strings.Join(args, " "), err)
+		}
+		return strings.Fields(string(out))
+	}
+	root := goList("-m", "-f", "{{.Dir}}")[0]
+	pkgs := make([]string, 0, len(images.Components))
+	for _, c := range images.Components {
+		pkgs = append(pkgs, c.Package)
+	}
+	dirs := goList(append([]string{"-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{end}}{{end}}"}, pkgs...)...)
+	dst := t.TempDir()
+	copyFile := func(rel string) {
+		b, err := os.ReadFile(filepath.Join(root, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(dst, filepath.Dir(rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, rel), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile("go.mod")
+	copyFile("go.sum")
+	for _, d := range dirs {
+		rel, err := filepath.Rel(root, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.Type().IsRegular() {
+				copyFile(filepath.Join(rel, e.Name()))
+			}
+		}
+	}
+	return dst
 }
 
 type imageFile struct {
