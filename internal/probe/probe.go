@@ -246,6 +246,11 @@ func wait(ctx context.Context, r Result, f *flight) Result {
 		return r
 	}
 	select {
+	case <-f.done: // landed: its result, even if ctx ended meanwhile
+		return f.result
+	default:
+	}
+	select {
 	case <-f.done:
 		return f.result
 	case <-ctx.Done():
@@ -290,6 +295,7 @@ type Accept func(l, i int, r Result) bool
 
 // Resolve probes every target of every list concurrently, each distinct target once, and
 // returns for each list the index of its first accepted target in list order, or -1. A list
+// stops at a Skipped target: what comes after it is not chosen over a candidate nobody probed. A list
 // whose answer the cache already holds (every target before the first accepted one cached)
 // starts no probe, so a warm rollout costs no goroutine. However many lists, the wait is one
 // probe timeout at most.
@@ -346,7 +352,13 @@ func (p *Prober) Resolve(ctx context.Context, lists [][]Target, accept Accept) [
 		out[l] = -1
 		for i := range lists[l] {
 			s := slots[keys[l][i]]
-			if accept(l, i, wait(ctx, s.r, s.f)) {
+			r := wait(ctx, s.r, s.f)
+			if r == Skipped {
+				// Nobody knows whether this candidate is available: never route past it
+				// (a flood of other pods must not move this one off a healthy original).
+				break
+			}
+			if accept(l, i, r) {
 				out[l] = i
 				break
 			}

@@ -282,11 +282,11 @@ func (b *listBuilder) addMirror(m *mirrorResource, img *imageRef) {
 }
 
 // Recorded returns the candidate that explains a recorded rewrite: the candidate of source for
-// a container whose original image was original, whose Reference is current once normalized,
-// given the pod's and namespace's labels. It is how kuik tells its own records
-// (kuik.enix.io/original-images, rewritten-by) from forged ones: a pod author can write any
-// annotation, but a record only counts if the resource, selecting this pod in this namespace,
-// could have routed original to current.
+// a container whose original image was original, that explains its current image (see
+// [Candidate.Explains]), given the pod's and namespace's labels. It is how kuik tells its own
+// records (kuik.enix.io/original-images, rewritten-by) from forged ones: a pod author can write
+// any annotation, but a record only counts if the resource, selecting this pod in this
+// namespace, could have routed original to current.
 func (ix *Index) Recorded(original, current string, source Source, podLabels, namespaceLabels labels.Set) (Candidate, bool) {
 	if source.IsOriginal() {
 		return Candidate{}, false
@@ -300,9 +300,26 @@ func (ix *Index) Recorded(original, current string, source Source, podLabels, na
 		return Candidate{}, false
 	}
 	for _, c := range cands {
-		if c.Source == source && c.Reference == cur.full {
+		if c.Source == source && c.explains(&cur) {
 			return c, true
 		}
 	}
 	return Candidate{}, false
+}
+
+// Explains reports whether a container now running image current is pulled from this
+// candidate: the same repository, whatever the tag and digest. A later mutating webhook may pin
+// a digest (alt:v1 becomes alt:v1@sha256:…) between kuik's invocations, and the credential the
+// entry needs does not depend on the tag.
+func (c *Candidate) Explains(current string) bool {
+	cur, err := parseImage(current)
+	if err != nil {
+		return false
+	}
+	return c.explains(&cur)
+}
+
+func (c *Candidate) explains(cur *imageRef) bool {
+	name, ok := strings.CutPrefix(c.Reference, cur.name)
+	return ok && (name == "" || name[0] == ':' || name[0] == '@')
 }

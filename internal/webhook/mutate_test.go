@@ -283,13 +283,6 @@ func TestPodMutatorAdmitsUnchangedOnInternalErrors(t *testing.T) {
 			},
 			pod: good(),
 		},
-		"someone else's malformed annotation": {
-			pod: func() *corev1.Pod {
-				p := good()
-				p.Annotations = map[string]string{v1alpha1.AnnotationReason: "not json"}
-				return p
-			}(),
-		},
 		"the chooser panics": {
 			mutate: func(m *webhook.PodMutator) {
 				m.Choose = func(context.Context, [][]routing.Candidate, bool) []int { panic("boom") }

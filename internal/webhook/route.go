@@ -80,16 +80,10 @@ type records struct {
 // or records of containers that do not exist) are dropped, the container is routed from its
 // current image, and the kuik.enix.io/rewritten label is kept only when a true record remains.
 func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix *routing.Index, choose Chooser, scope Scope) ([]Decision, error) {
-	var rec records
-	var err error
-	if rec.originals, err = readMap(pod.Annotations, v1alpha1.AnnotationOriginalImages); err != nil {
-		return nil, err
-	}
-	if rec.rewrittenBy, err = readMap(pod.Annotations, v1alpha1.AnnotationRewrittenBy); err != nil {
-		return nil, err
-	}
-	if rec.reasons, err = readMap(pod.Annotations, v1alpha1.AnnotationReason); err != nil {
-		return nil, err
+	rec := records{
+		originals:   readMap(pod.Annotations, v1alpha1.AnnotationOriginalImages),
+		rewrittenBy: readMap(pod.Annotations, v1alpha1.AnnotationRewrittenBy),
+		reasons:     readMap(pod.Annotations, v1alpha1.AnnotationReason),
 	}
 	podLabels := labels.Set(pod.Labels)
 	all := containersOf(pod)
@@ -258,20 +252,17 @@ func hasPullSecret(pod *corev1.Pod, name string) bool {
 	return slices.ContainsFunc(pod.Spec.ImagePullSecrets, func(r corev1.LocalObjectReference) bool { return r.Name == name })
 }
 
-// readMap decodes a JSON map annotation; a malformed one is an error, so the pod is admitted
-// unchanged rather than having someone else's annotation overwritten. JSON null reads as an
-// empty map.
-func readMap(annotations map[string]string, key string) (map[string]string, error) {
+// readMap decodes one of kuik's JSON map annotations. kuik never writes a malformed one, so a
+// malformed value (or JSON null) is someone else's and reads as empty: the record is dropped
+// and rewritten rather than shielding the pod's other records from verification.
+func readMap(annotations map[string]string, key string) map[string]string {
 	m := map[string]string{}
 	v, ok := annotations[key]
 	if !ok || v == "" {
-		return m, nil
+		return m
 	}
-	if err := json.Unmarshal([]byte(v), &m); err != nil {
-		return nil, fmt.Errorf("annotation %s is not a JSON map of strings: %w", key, err)
+	if err := json.Unmarshal([]byte(v), &m); err != nil || m == nil {
+		return map[string]string{}
 	}
-	if m == nil {
-		m = map[string]string{}
-	}
-	return m, nil
+	return m
 }
