@@ -186,9 +186,19 @@ func TestUsedEntriesCountsOnlyTrueRecords(t *testing.T) {
 			res: repos, podLabels: web, nsLabels: selected,
 			containers: map[string]container{"c": {"registry.local/acme/foo:v1", "registry.local/acme/foo:v1", "ImageAlternative/a"}},
 		},
-		"a tag the original did not have": {
+		// The entry's credential does not depend on the tag, and a later webhook may pin a
+		// digest between kuik's invocations: the record still counts (routing.Candidate.Explains).
+		"the entry's repository with another tag or a pinned digest": {
 			res: repos, podLabels: web, nsLabels: selected,
-			containers: map[string]container{"c": {"quay.io/acme/foo:v1", "registry.local/acme/foo:v2", "ImageAlternative/a"}},
+			containers: map[string]container{
+				"c": {"quay.io/acme/foo:v1", "registry.local/acme/foo:v2", "ImageAlternative/a"},
+				"d": {"quay.io/acme/foo:v1", "registry.local/acme/foo:v1@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "ImageAlternative/a"},
+			},
+			want: []string{"registry.local/acme/foo"},
+		},
+		"a repository that merely starts like the entry's": {
+			res: repos, podLabels: web, nsLabels: selected,
+			containers: map[string]container{"c": {"quay.io/acme/foo:v1", "registry.local/acme/foo-bar:v1", "ImageAlternative/a"}},
 		},
 		"an entry that does not inject": {
 			res: repos, podLabels: web, nsLabels: selected,
