@@ -16,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/enix/kuik/internal/kuiknode"
 	"github.com/enix/kuik/internal/testnode"
@@ -29,7 +31,11 @@ import (
 
 var node *testnode.Node
 
-func TestMain(m *testing.M) { os.Exit(testnode.Run(m, testnode.Options{}, &node)) }
+func TestMain(m *testing.M) {
+	// The tests' controller-runtime clients log nothing worth keeping.
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(testnode.Run(m, testnode.Options{}, &node))
+}
 
 // The private registry's only credential, and the secretRef Secret (release namespace)
 // holding it.
