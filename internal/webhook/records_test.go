@@ -3,8 +3,11 @@ package webhook_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"gomodules.xyz/jsonpatch/v2"
@@ -245,5 +248,28 @@ func TestEphemeralContainersUnderOnFailureUseOnlyEntriesThePodsSecretHolds(t *te
 				t.Errorf("patch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// During an outage every pod of a rollout has no candidate available: that is counted and
+// recorded on the pod, and logged only at V(1), so the log does not flood.
+func TestNoCandidateIsLoggedOnlyAtV1(t *testing.T) {
+	acme := alternative("acme", v1alpha1.RewritePolicyOnFailure,
+		v1alpha1.Alternative{Repository: "quay.io/acme/foo"}, v1alpha1.Alternative{Repository: "mirror.local/acme/foo"})
+	for verbosity, want := range map[int]int{0: 0, 1: 1} {
+		var lines []string
+		logger := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{Verbosity: verbosity})
+		ctx := logr.NewContext(t.Context(), logger)
+		m := mutator(t, &availability{}, []v1alpha1.ImageAlternative{acme}, nil)
+		m.Handle(ctx, createRequest(t, pod(corev1.Container{Name: "c", Image: "quay.io/acme/foo:v1"})))
+		got := 0
+		for _, l := range lines {
+			if strings.Contains(l, "No candidate available") {
+				got++
+			}
+		}
+		if got != want {
+			t.Errorf("at verbosity %d: %d no-candidate lines (%q), want %d", verbosity, got, lines, want)
+		}
 	}
 }
