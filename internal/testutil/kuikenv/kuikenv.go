@@ -1,8 +1,8 @@
-// Package kuikenv runs kuik's two processes in-process against a testenv control plane, set up
-// the way the chart sets them up: the chart is rendered (charts.Render), its ServiceAccounts,
-// RBAC, webhook configurations and admission policy are applied, and the webhook and the
-// secret-syncer run under their ServiceAccount identities (impersonated, so the chart's RBAC and
-// policy really apply) with the flags of the chart's Deployments. Only the webhook
+// Package kuikenv runs kuik's webhook in-process against a testenv control plane, set up the
+// way the chart sets it up: the chart is rendered (charts.Render), its ServiceAccounts, RBAC,
+// webhook configurations and admission policy are applied, and the webhook runs under its
+// ServiceAccount identity (impersonated, so the chart's RBAC and policy really apply) with the
+// flags of the chart's Deployment. The chart's own pods, on a real node, are e2e/node's. Only the webhook
 // configurations change: they call https://127.0.0.1:<port> with the control plane's CA, as
 // envtest's WebhookInstallOptions would.
 package kuikenv
@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/enix/kuik/charts"
-	"github.com/enix/kuik/internal/syncer"
 	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/internal/webhook"
 )
@@ -292,48 +291,6 @@ func StartWebhook(ctx context.Context, cp *testenv.ControlPlane, c *Chart, port 
 	p := &Process{HealthAddr: cfg.HealthProbeBindAddress, cancel: cancel, done: make(chan error, 1), cleanup: func() { _ = os.RemoveAll(certDir) }}
 	go func() { p.done <- webhook.Run(ctx, cfg) }()
 	if err := p.waitReady(ctx, "webhook"); err != nil {
-		_ = p.Stop(10 * time.Second)
-		return nil, err
-	}
-	return p, nil
-}
-
-// StartSyncer runs the secret-syncer under the chart's syncer ServiceAccount and waits until its
-// informers have synced (they need the chart's RBAC: apply Identity(ComponentSyncer) first).
-// Zero fields of opts take the chart's values (leader election, retention) or the test
-// defaults (no metrics). With leader election, readiness does not mean it leads yet.
-func StartSyncer(ctx context.Context, cp *testenv.ControlPlane, c *Chart, opts syncer.Options) (*Process, error) {
-	sa, err := c.ServiceAccount(ComponentSyncer)
-	if err != nil {
-		return nil, err
-	}
-	args, err := c.Args(ComponentSyncer)
-	if err != nil {
-		return nil, err
-	}
-	if !opts.LeaderElection {
-		opts.LeaderElection = args["leader-elect"] == "true"
-	}
-	if opts.Retention == 0 {
-		if opts.Retention, err = time.ParseDuration(args["retention"]); err != nil {
-			return nil, fmt.Errorf("the chart's --retention: %w", err)
-		}
-	}
-	if opts.ClusterResourceNamespace == "" {
-		opts.ClusterResourceNamespace = c.Namespace
-	}
-	if opts.MetricsBindAddress == "" {
-		opts.MetricsBindAddress = "0"
-	}
-	if opts.HealthProbeBindAddress == "" {
-		if opts.HealthProbeBindAddress, err = FreeAddr(); err != nil {
-			return nil, err
-		}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	p := &Process{HealthAddr: opts.HealthProbeBindAddress, cancel: cancel, done: make(chan error, 1)}
-	go func() { p.done <- syncer.Run(ctx, cp.ConfigAsServiceAccount(c.Namespace, sa), opts) }()
-	if err := p.waitReady(ctx, "secret-syncer"); err != nil {
 		_ = p.Stop(10 * time.Second)
 		return nil, err
 	}
