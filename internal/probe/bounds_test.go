@@ -140,11 +140,12 @@ func TestProbesInFlightAndConnectionsAreBounded(t *testing.T) {
 	if n := limited.Load(); n < 40-8 {
 		t.Errorf("%d probes were skipped for the limit, want at least %d", n, 40-8)
 	}
-	// The bound is per scheme: for a registry on localhost, go-containerregistry pings https
-	// and http at once. The listener notices a closed connection a moment after the client,
-	// hence a little slack; without the bound, 40 probes open 80.
-	if n := silent.MaxOpen(); n > 2*3+2 {
-		t.Errorf("%d connections were open at once to one registry, want at most 3 per scheme", n)
+	// The transport bounds connections per scheme and protocol (go-containerregistry pings a
+	// localhost registry over https and http at once), and the listener notices a closed
+	// connection a moment after the client: a small multiple of the bound, where 40 unbounded
+	// probes open 80.
+	if n := silent.MaxOpen(); n > 4*3 {
+		t.Errorf("%d connections were open at once to one registry, want at most a few times 3", n)
 	}
 	if silent.Accepted() == 0 {
 		t.Error("no probe reached the registry at all")

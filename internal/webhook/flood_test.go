@@ -98,13 +98,16 @@ func TestAFloodOfInventedHostsStaysBounded(t *testing.T) {
 	close(stop)
 	<-sampled
 
+	t.Logf("goroutines peaked at %d (baseline %d, %d admissions); connections at %d; %d probes skipped", peak.Load(), baseline, pods, silent.MaxOpen(), skipped.Load())
 	// The flood's own goroutines (one per admission) are the test's; beyond them, the prober
 	// adds at most its flights and their connections' goroutines.
 	if extra := peak.Load() - int64(baseline) - pods; extra > maxInFlight*8 {
 		t.Errorf("goroutines peaked at %d over the %d admissions and the baseline of %d, want at most %d", extra, pods, baseline, maxInFlight*8)
 	}
-	if n := silent.MaxOpen(); n > 2*maxInFlight {
-		t.Errorf("%d connections were open at once, want at most %d (two schemes per probe in flight)", n, 2*maxInFlight)
+	// Two schemes per probe in flight, and the listener's lag noticing closed connections;
+	// unbounded, the flood opens one pair per pod (600).
+	if n := silent.MaxOpen(); n > 4*maxInFlight {
+		t.Errorf("%d connections were open at once, want at most %d", n, 4*maxInFlight)
 	}
 	if skipped.Load() == 0 {
 		t.Error("no probe was skipped: the flood never reached the in-flight bound, the test proves nothing")
