@@ -169,7 +169,9 @@ func Retain(now time.Time, retention time.Duration, live []string, prev Usage) (
 			continue
 		}
 		last := u.LastUsed
-		if u.Live {
+		if u.Live || last.After(now) {
+			// A use in the future (a restored record someone edited, or a leader's clock
+			// ahead) counts as a use now: no entry outlasts the retention.
 			last = now
 		}
 		until := last.Add(retention)

@@ -441,6 +441,15 @@ func TestRetain(t *testing.T) {
 			wantKeep: []string{"a"},
 			wantNext: Usage{"a": {Live: true, LastUsed: now}},
 		},
+		// A restored record is a ConfigMap others may write, or one a leader with a clock
+		// ahead wrote: a use in the future counts as a use now, so it never outlasts the
+		// retention.
+		"a use in the future counts from now": {
+			prev:       Usage{"a": {LastUsed: now.AddDate(100, 0, 0)}},
+			wantKeep:   []string{"a"},
+			wantNext:   Usage{"a": {LastUsed: now}},
+			wantExpiry: now.Add(retention),
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
