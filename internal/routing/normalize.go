@@ -179,14 +179,3 @@ func hostIsPathComponent(host string) bool {
 	}
 	return true
 }
-
-// NormalizeRepository normalizes an entry's repository (nginx is docker.io/library/nginx),
-// refusing what the CRD refuses.
-func NormalizeRepository(s string) (string, error) { return repositoryKind.parse(s) }
-
-// NormalizeGroup normalizes a repositoryGroup, without its trailing '/' (library/ is
-// docker.io/library).
-func NormalizeGroup(s string) (string, error) { return groupKind.parse(s) }
-
-// NormalizeDestination normalizes a mirror's destination.path, without its trailing '/'.
-func NormalizeDestination(s string) (string, error) { return destinationKind.parse(s) }
