@@ -281,30 +281,32 @@ func (b *listBuilder) addMirror(m *mirrorResource, img *imageRef) {
 	}, m.cred)
 }
 
-// Recorded returns the candidate that explains a recorded rewrite: the candidate of source for
-// a container whose original image was original, that explains its current image (see
-// [Candidate.Explains]), given the pod's and namespace's labels. It is how kuik tells its own
-// records (kuik.enix.io/original-images, rewritten-by) from forged ones: a pod author can write
-// any annotation, but a record only counts if the resource, selecting this pod in this
-// namespace, could have routed original to current.
-func (ix *Index) Recorded(original, current string, source Source, podLabels, namespaceLabels labels.Set) (Candidate, bool) {
+// Recorded returns the candidates that explain a recorded rewrite, in list order: the
+// candidates of source, for a container whose original image was original, that explain its
+// current image (see [Candidate.Explains]), given the pod's and namespace's labels; several when
+// entries share a path. It is how kuik tells its own records (kuik.enix.io/original-images,
+// rewritten-by) from forged ones: a pod author can write any annotation, but a record only
+// counts if the resource, selecting this pod in this namespace, could have routed original to
+// current. The webhook and the secret-syncer both decide with it.
+func (ix *Index) Recorded(original, current string, source Source, podLabels, namespaceLabels labels.Set) []Candidate {
 	if source.IsOriginal() {
-		return Candidate{}, false
+		return nil
 	}
 	cur, err := ix.parse(current)
 	if err != nil {
-		return Candidate{}, false
+		return nil
 	}
 	cands, err := ix.Candidates(original, podLabels, namespaceLabels)
 	if err != nil {
-		return Candidate{}, false
+		return nil
 	}
+	var out []Candidate
 	for _, c := range cands {
 		if c.Source == source && c.explains(&cur) {
-			return c, true
+			out = append(out, c)
 		}
 	}
-	return Candidate{}, false
+	return out
 }
 
 // Explains reports whether a container now running image current is pulled from this

@@ -176,9 +176,9 @@ func authsKey(path string) string {
 
 // recordedKeys returns the auths keys of the injecting entries that explain a container's
 // record: the candidates of this resource, for the recorded original image and the pod's and
-// namespace's labels, that explain the container's current image (routing.Candidate.Explains:
-// same repository, whatever tag or digest a later webhook pinned; several when entries
-// share a path with different credentials). None for a record the webhook could not have
+// namespace's labels, that explain the container's current image (routing.Index.Recorded, the
+// webhook's check too: same repository, whatever tag or digest a later webhook pinned;
+// several when entries share a path with different credentials). None for a record the webhook could not have
 // written for this resource: a namespace or pod it does not select, an image that is no
 // candidate of it for that original (the original itself included), a container that does not
 // exist, an image that does not parse.
@@ -186,14 +186,9 @@ func (r *Resource) recordedKeys(original, current string, podLabels, namespaceLa
 	if r.index == nil || original == "" || current == "" {
 		return nil
 	}
-	cands, err := r.index.Candidates(original, podLabels, namespaceLabels)
-	if err != nil {
-		return nil
-	}
-	src := r.Source()
 	var keys []string
-	for _, c := range cands {
-		if c.Source != src || !c.Explains(current) || !c.Inject || c.Entry < 0 || c.Entry >= len(r.Entries) {
+	for _, c := range r.index.Recorded(original, current, r.Source(), podLabels, namespaceLabels) {
+		if !c.Inject || c.Entry < 0 || c.Entry >= len(r.Entries) {
 			continue
 		}
 		if k := r.Entries[c.Entry].Key; !slices.Contains(keys, k) {

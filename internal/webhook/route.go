@@ -39,7 +39,8 @@ type Scope struct {
 	// pods/ephemeralcontainers subresource lets nothing but spec.ephemeralContainers change, so
 	// neither annotations nor imagePullSecrets can be written. A candidate whose credential
 	// would have to be injected can win only if the pod already references the resource's
-	// Secret and that Secret already holds the entry (see usedEntries).
+	// Secret and that Secret already holds the entry (Always, or an entry a true record of the
+	// pod shows in use: see verify).
 	EphemeralOnly bool
 	Previous      *corev1.Pod
 }
@@ -75,8 +76,8 @@ type records struct {
 //
 // kuik's annotations on the pod are only trusted where they are true: a container counts as
 // routed before only if its record is one kuik could have written, i.e. a resource that
-// selects this pod in this namespace has the container's current image as a candidate for
-// its recorded original (routing.Index.Recorded). Other records (a pod author's forgeries,
+// selects this pod in this namespace has a candidate for its recorded original in the
+// repository of the container's current image (routing.Index.Recorded). Other records (a pod author's forgeries,
 // or records of containers that do not exist) are dropped, the container is routed from its
 // current image, and the kuik.enix.io/rewritten label is kept only when a true record remains.
 func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix *routing.Index, choose Chooser, scope Scope) ([]Decision, error) {
@@ -191,10 +192,12 @@ func verify(rec *records, all []container, ix *routing.Index, podLabels, namespa
 		current, exists := images[name]
 		src, err := routing.ParseSource(rec.rewrittenBy[name])
 		if exists && err == nil {
-			if cand, ok := ix.Recorded(original, current, src, podLabels, namespaceLabels); ok {
+			if cands := ix.Recorded(original, current, src, podLabels, namespaceLabels); len(cands) > 0 {
 				done[name] = true
-				if cand.Inject {
-					used[usedEntry{cand.Source, cand.AuthPath}] = true
+				for _, c := range cands {
+					if c.Inject {
+						used[usedEntry{c.Source, c.AuthPath}] = true
+					}
 				}
 				continue
 			}
