@@ -107,22 +107,7 @@ func TestProbesInFlightAndConnectionsAreBounded(t *testing.T) {
 			}
 		},
 	})
-	var maxInFlight atomic.Int64
-	stop := make(chan struct{})
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		for {
-			if n := int64(p.InFlight()); n > maxInFlight.Load() {
-				maxInFlight.Store(n)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
+	stopPeak := testutil.Peak(p.InFlight)
 	var wg sync.WaitGroup
 	for i := range 40 {
 		wg.Add(1)
@@ -132,9 +117,8 @@ func TestProbesInFlightAndConnectionsAreBounded(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(stop)
-	<-watched
-	if n := maxInFlight.Load(); n > 8 {
+	maxInFlight := stopPeak()
+	if n := maxInFlight; n > 8 {
 		t.Errorf("%d probes were in flight at once, want at most 8", n)
 	}
 	if n := limited.Load(); n < 40-8 {

@@ -63,22 +63,7 @@ func TestAFloodOfInventedHostsStaysBounded(t *testing.T) {
 	}
 
 	baseline := runtime.NumGoroutine()
-	var peak atomic.Int64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			if n := int64(runtime.NumGoroutine()); n > peak.Load() {
-				peak.Store(n)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-		}
-	}()
+	stopPeak := testutil.Peak(runtime.NumGoroutine)
 
 	const pods = 300
 	var wg sync.WaitGroup
@@ -95,13 +80,12 @@ func TestAFloodOfInventedHostsStaysBounded(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(stop)
-	<-sampled
+	peak := stopPeak()
 
-	t.Logf("goroutines peaked at %d (baseline %d, %d admissions); connections at %d; %d probes skipped", peak.Load(), baseline, pods, silent.MaxOpen(), skipped.Load())
+	t.Logf("goroutines peaked at %d (baseline %d, %d admissions); connections at %d; %d probes skipped", peak, baseline, pods, silent.MaxOpen(), skipped.Load())
 	// The flood's own goroutines (one per admission) are the test's; beyond them, the prober
 	// adds at most its flights and their connections' goroutines.
-	if extra := peak.Load() - int64(baseline) - pods; extra > maxInFlight*8 {
+	if extra := peak - baseline - pods; extra > maxInFlight*8 {
 		t.Errorf("goroutines peaked at %d over the %d admissions and the baseline of %d, want at most %d", extra, pods, baseline, maxInFlight*8)
 	}
 	// Two schemes per probe in flight, and the listener's lag noticing closed connections;
