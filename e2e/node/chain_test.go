@@ -15,7 +15,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,17 +27,10 @@ import (
 // pollTimeout bounds the waits for the API server and kuik's controllers (not the kubelet).
 const pollTimeout = 30 * time.Second
 
-// eventually polls check until it returns nil, failing the test with its last error.
+// eventually is testutil.Eventually with this package's pollTimeout.
 func eventually(t *testing.T, what string, check func(ctx context.Context) error) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, pollTimeout, true, func(ctx context.Context) (bool, error) {
-		last = check(ctx)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: %v (last: %v)", what, err, last)
-	}
+	testutil.Eventually(t, pollTimeout, what, check)
 }
 
 func (w *world) secretRef() *v1alpha1.Auth {

@@ -34,13 +34,19 @@ func Run(m *testing.M, opts Options, into **ControlPlane) int {
 		return 1
 	}
 	*into = cp
+	return RunThenStop(m, cp.Stop)
+}
+
+// RunThenStop runs the tests and then stop, which also runs (and the process exits 130) on
+// SIGINT or SIGTERM, so an interrupted run still tears down what it started.
+func RunThenStop(m *testing.M, stop func()) int {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-sig
-		cp.Stop()
+		stop()
 		os.Exit(130)
 	}()
-	defer cp.Stop()
+	defer stop()
 	return m.Run()
 }

@@ -5,10 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/enix/kuik/internal/testenv"
 )
 
 // skipReason says why the node cannot run here; set by Run when it does not start one.
@@ -59,15 +59,7 @@ func nodeMain(m *testing.M, opts Options, into **Node) int {
 	for _, t := range n.Timings {
 		fmt.Fprintf(os.Stderr, "testnode: %-40s %6.2fs\n", t.Name, t.Since.Seconds())
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-sig
-		n.Stop()
-		os.Exit(130)
-	}()
-	defer n.Stop()
-	return m.Run()
+	return testenv.RunThenStop(m, n.Stop)
 }
 
 // Require skips the test, with the reason, when Run could not start a node here.

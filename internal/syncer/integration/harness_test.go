@@ -23,7 +23,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -293,17 +292,10 @@ func authsOf(t *testing.T, s *corev1.Secret) map[string]string {
 	return out
 }
 
-// eventually polls until check returns nil, failing the test with the last error.
+// eventually is testutil.Eventually with this package's pollTimeout.
 func eventually(t *testing.T, what string, check func(ctx context.Context) error) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, pollTimeout, true, func(ctx context.Context) (bool, error) {
-		last = check(ctx)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: %v (last: %v)", what, err, last)
-	}
+	testutil.Eventually(t, pollTimeout, what, check)
 }
 
 // secretHolds waits until the Secret exists with exactly these auths.
