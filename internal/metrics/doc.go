@@ -35,13 +35,23 @@
 //   - kuik_secret_syncer_injection_failures_total{reason}: entries left out of a pull Secret,
 //     counted once per cause (a resource's entry and reason), with the reason of the
 //     PullSecretInjectionFailed event (SecretNotFound, NotDockerConfig, InvalidDockerConfig,
-//     NoCredentialForPath, ProviderNotConfigured).
+//     NoCredentialForPath, ProviderNotConfigured, ProviderNotMatched, ServiceAccountRequired,
+//     ProviderFailed, ProviderRenewalFailed).
 //   - kuik_secret_syncer_queue_depth: (resource, namespace) pairs waiting in the work queue.
 //   - kuik_secret_syncer_status_updates_total{result}: status subresource writes on routing
 //     resources, result "success" or "error".
 //   - kuik_secret_syncer_retention_writes_total{result}: server-side applies of the OnFailure
 //     retention records (one ConfigMap kuik-retain-<kind>-<name> per resource in the cluster
 //     resource namespace, which keep retention across restarts), result "success" or "error".
+//   - kuik_secret_syncer_provider_plugin_runs_total{provider,result}: credential-provider plugin
+//     executions, result "success", "error", "timeout" or "invalid-response".
+//   - kuik_secret_syncer_provider_exec_duration_seconds{provider}: duration of one execution.
+//   - kuik_secret_syncer_provider_renewals_total{provider,result}: renewals of a credential the
+//     syncer already held, result "success" or "error".
+//   - kuik_secret_syncer_provider_credential_expiry_timestamp_seconds{provider,secret}: when the
+//     earliest credential of a kuik-provider-* Secret expires (alert on time() getting close).
+//   - kuik_secret_syncer_provider_secret_writes_total{result}: server-side applies of
+//     kuik-provider-* Secrets, written only when their content changes.
 //
 // controller-runtime's own metrics (workqueue_*, leader_election_master_status, rest_client_*)
 // are exported next to these and are not repeated here.

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -61,13 +62,52 @@ var (
 		Name: "kuik_secret_syncer_retention_writes_total",
 		Help: "Server-side applies of OnFailure retention records (ConfigMaps in the cluster resource namespace), by result (success, error).",
 	}, []string{"result"})
+
+	// ProviderPluginRuns counts credential-provider plugin executions by provider and result.
+	ProviderPluginRuns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kuik_secret_syncer_provider_plugin_runs_total",
+		Help: "Credential-provider plugin executions, by provider and result (success, error, timeout, invalid-response).",
+	}, []string{"provider", "result"})
+
+	// ProviderExecDuration observes the duration of one plugin execution.
+	ProviderExecDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kuik_secret_syncer_provider_exec_duration_seconds",
+		Help:    "Duration of one credential-provider plugin execution, by provider.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+	}, []string{"provider"})
+
+	// ProviderRenewals counts the renewals of a provider credential the syncer already held.
+	ProviderRenewals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kuik_secret_syncer_provider_renewals_total",
+		Help: "Renewals of a provider credential the syncer already held, by provider and result (success, error).",
+	}, []string{"provider", "result"})
+
+	// ProviderCredentialExpiry is the earliest expiry of the credentials a kuik-provider-*
+	// Secret holds.
+	ProviderCredentialExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kuik_secret_syncer_provider_credential_expiry_timestamp_seconds",
+		Help: "Unix time at which the earliest credential of a kuik-provider-* Secret expires, by provider and secret.",
+	}, []string{"provider", "secret"})
+
+	// ProviderSecretWrites counts server-side applies of kuik-provider-* Secrets by result.
+	ProviderSecretWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kuik_secret_syncer_provider_secret_writes_total",
+		Help: "Server-side applies of kuik-provider-* Secrets (written only when their content changes), by result (success, error).",
+	}, []string{"result"})
 )
+
+// ObservePluginRun records one plugin execution (credentialprovider.Options.Observe).
+func ObservePluginRun(provider, result string, d time.Duration) {
+	ProviderPluginRuns.WithLabelValues(provider, result).Inc()
+	ProviderExecDuration.WithLabelValues(provider).Observe(d.Seconds())
+}
 
 // RegisterSyncer registers the secret-syncer's metrics; call it once, from main.
 func RegisterSyncer(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{
 		SyncerApplies, SyncerApplyDuration, SyncerAppliesSkipped, SyncerPairs,
 		SyncerInjectionFailures, SyncerQueueDepth, SyncerStatusUpdates, SyncerRetentionWrites,
+		ProviderPluginRuns, ProviderExecDuration, ProviderRenewals, ProviderCredentialExpiry, ProviderSecretWrites,
 	} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("registering secret-syncer metrics: %w", err)

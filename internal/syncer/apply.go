@@ -210,6 +210,7 @@ func (c *Controller) forgetResource(rk ResourceKey) {
 	delete(c.emitted, rk)
 	delete(c.records, rk)
 	metrics.SyncerPairs.Set(float64(len(c.pairs)))
+	c.providers.use(context.Background(), rk, nil)
 }
 
 // forgetNamespace forgets the pairs of a deleted namespace.

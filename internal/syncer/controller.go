@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/enix/kuik/internal/credentialprovider"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -47,8 +49,20 @@ type Config struct {
 	Workers int
 	// StatusDelay collapses status writes of one resource (default 1s).
 	StatusDelay time.Duration
-	// Clock is the retention's clock; nil is the real one.
+	// Clock is the retention's and the provider credentials' clock; nil is the real one.
 	Clock clock.PassiveClock
+
+	// Plugins runs the credential-provider plugins of the provider entries; nil leaves those
+	// entries out (ProviderNotConfigured).
+	Plugins *credentialprovider.Plugins
+	// ProviderRenewFloor is the least time between two runs of a plugin for one image, and the
+	// lifetime given to a credential the plugin asked not to cache is twice that (default 1 minute).
+	ProviderRenewFloor time.Duration
+	// ProviderRetry is the wait after a plugin failure, doubling up to 8× (default 30s).
+	ProviderRetry time.Duration
+	// ServiceAccountTokenTTL is the expiry asked for the tokens passed to plugins (default 10
+	// minutes, the API server's minimum).
+	ServiceAccountTokenTTL time.Duration
 }
 
 func (c *Config) defaults() {
@@ -69,6 +83,15 @@ func (c *Config) defaults() {
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
+	}
+	if c.ProviderRenewFloor <= 0 {
+		c.ProviderRenewFloor = time.Minute
+	}
+	if c.ProviderRetry <= 0 {
+		c.ProviderRetry = 30 * time.Second
+	}
+	if c.ServiceAccountTokenTTL <= 0 {
+		c.ServiceAccountTokenTTL = 10 * time.Minute
 	}
 }
 
@@ -107,6 +130,9 @@ type Controller struct {
 	memo    map[ResourceKey]*memoEntry
 	emitted map[ResourceKey]map[LeftOut]struct{}
 	records map[ResourceKey]*recordState
+
+	// providers keeps the provider credentials.
+	providers *keeper
 }
 
 // NewController builds a controller over a cache configured with [CacheOptions]; core applies
@@ -114,7 +140,7 @@ type Controller struct {
 // emits their events.
 func NewController(cfg Config, c cache.Cache, core corev1client.CoreV1Interface, status client.Client, recorder record.EventRecorder) *Controller {
 	cfg.defaults()
-	return &Controller{
+	ctrl := &Controller{
 		cfg:      cfg,
 		cache:    c,
 		core:     core,
@@ -133,6 +159,14 @@ func NewController(cfg Config, c cache.Cache, core corev1client.CoreV1Interface,
 		emitted:   map[ResourceKey]map[LeftOut]struct{}{},
 		records:   map[ResourceKey]*recordState{},
 	}
+	ctrl.providers = newKeeper(cfg, core)
+	ctrl.providers.existing = ctrl.secret
+	ctrl.providers.changed = func(ctx context.Context, users []ResourceKey) {
+		for _, rk := range users {
+			ctrl.enqueueResource(ctx, rk)
+		}
+	}
+	return ctrl
 }
 
 // Prepare registers the informers and the pod index; call it before the cache starts.
@@ -186,9 +220,12 @@ func (c *Controller) Start(ctx context.Context) error {
 		defer func() { _ = inf.RemoveEventHandler(reg) }()
 	}
 	c.enqueueAll(ctx, false)
-	log.Info("started", "clusterResourceNamespace", c.cfg.ClusterResourceNamespace, "workers", c.cfg.Workers)
+	c.providers.dirtyAll(c.providerSecretNames(ctx))
+	log.Info("started", "clusterResourceNamespace", c.cfg.ClusterResourceNamespace, "workers", c.cfg.Workers,
+		"credentialProviders", c.cfg.Plugins != nil)
 
 	var wg sync.WaitGroup
+	wg.Go(func() { c.providers.run(ctx, 4) })
 	for range c.cfg.Workers {
 		wg.Go(func() {
 			for c.processPair(ctx) {
@@ -237,6 +274,22 @@ func (c *Controller) enqueueAll(ctx context.Context, force bool) {
 	for _, rk := range c.resourceKeys(ctx) {
 		c.enqueueResource(ctx, rk)
 	}
+}
+
+// providerSecretNames lists the kuik-provider-* Secrets of the cluster resource namespace.
+func (c *Controller) providerSecretNames(ctx context.Context) []string {
+	var list corev1.SecretList
+	if err := c.cache.List(ctx, &list, client.InNamespace(c.cfg.ClusterResourceNamespace)); err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "listing secrets from the cache")
+		return nil
+	}
+	var names []string
+	for i := range list.Items {
+		if s := &list.Items[i]; strings.HasPrefix(s.Name, v1alpha1.ProviderSecretPrefix) && isOurs(s) {
+			names = append(names, s.Name)
+		}
+	}
+	return names
 }
 
 // resourceKeys lists every routing resource in the cache.

@@ -320,6 +320,14 @@ func Hash(ac *corev1ac.SecretApplyConfiguration) (string, error) {
 // maxConditionMessage is the API's bound on a condition message.
 const maxConditionMessage = 32768
 
+func joinLeftOut(list []LeftOut) string {
+	msgs := make([]string, len(list))
+	for i, l := range list {
+		msgs[i] = fmt.Sprintf("%s (%s): %s: %s", l.Entry, l.Path, l.Reason, l.Message)
+	}
+	return strings.Join(msgs, "; ")
+}
+
 // DesiredStatus is the status of a resource: its Ready condition from the resolution of its
 // entries, the generation acted on, the number of entries and of namespaces holding its Secret.
 // It reports whether it differs from current; an unchanged condition keeps its transition time.
@@ -336,19 +344,18 @@ func DesiredStatus(r *Resource, res *Resolution, namespaces int32, current *v1al
 	switch {
 	case !r.Injecting():
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, v1alpha1.ReasonNothingToInject, "no entry injects a pull secret"
+	case len(res.LeftOut) == 0 && len(res.Warnings) > 0:
+		cond.Status, cond.Reason = metav1.ConditionTrue, res.Warnings[0].Reason
+		cond.Message = fmt.Sprintf("the credentials of %d injecting entries resolved; %s", res.Injecting, joinLeftOut(res.Warnings))
 	case len(res.LeftOut) == 0:
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonSynced
 		cond.Message = fmt.Sprintf("the credentials of %d injecting entries resolved", res.Injecting)
 	default:
 		cond.Status, cond.Reason = metav1.ConditionFalse, res.LeftOut[0].Reason
-		msgs := make([]string, len(res.LeftOut))
-		for i, l := range res.LeftOut {
-			msgs[i] = fmt.Sprintf("%s (%s): %s: %s", l.Entry, l.Path, l.Reason, l.Message)
-		}
-		cond.Message = strings.Join(msgs, "; ")
-		if len(cond.Message) > maxConditionMessage {
-			cond.Message = cond.Message[:maxConditionMessage-3] + "..."
-		}
+		cond.Message = joinLeftOut(res.LeftOut)
+	}
+	if len(cond.Message) > maxConditionMessage {
+		cond.Message = cond.Message[:maxConditionMessage-3] + "..."
 	}
 	meta.SetStatusCondition(&next.Conditions, cond)
 	return next, !equality.Semantic.DeepEqual(*current, next)

@@ -363,7 +363,7 @@ func TestResolve(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := Resolve(tc.res, lookupIn(tc.secrets...))
+			got := Resolve(tc.res, lookupIn(tc.secrets...), nil)
 			creds := map[string]string{}
 			for k, a := range got.Credentials {
 				creds[k] = a.Username + ":" + a.Password
@@ -397,7 +397,7 @@ func TestResolveReadsEachSecretOnce(t *testing.T) {
 	Resolve(res, func(name string) (*corev1.Secret, bool) {
 		calls++
 		return good, true
-	})
+	}, nil)
 	if calls != 1 {
 		t.Errorf("the secret was looked up %d times, want once", calls)
 	}
@@ -609,7 +609,7 @@ func TestDecidePair(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			d, err := DecidePair(PairInput{
 				Resource:        tc.res,
-				Resolution:      Resolve(tc.res, lookupIn(secret)),
+				Resolution:      Resolve(tc.res, lookupIn(secret), nil),
 				Namespace:       "ns",
 				NamespaceLabels: tc.nsLabels,
 				Pods:            tc.pods,
@@ -662,7 +662,7 @@ func TestDesiredSecret(t *testing.T) {
 
 func TestEmptiedSecretHoldsEmptyAuths(t *testing.T) {
 	r := mustAlternative(t, testutil.NewImageAlternative("foo").Repository("quay.io/acme/foo").SecretRef("creds"))
-	d, err := DecidePair(PairInput{Resource: r, Resolution: Resolve(r, lookupIn()), Namespace: "ns"})
+	d, err := DecidePair(PairInput{Resource: r, Resolution: Resolve(r, lookupIn(), nil), Namespace: "ns"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -680,7 +680,7 @@ func TestDesiredStatus(t *testing.T) {
 	r.Generation = 3
 	ok := dockerSecret("creds", map[string]string{"quay.io": "u:p"})
 
-	st, changed := DesiredStatus(r, Resolve(r, lookupIn(ok)), 7, &v1alpha1.RoutingStatus{}, now)
+	st, changed := DesiredStatus(r, Resolve(r, lookupIn(ok), nil), 7, &v1alpha1.RoutingStatus{}, now)
 	if !changed {
 		t.Fatal("a new status is a change")
 	}
@@ -692,21 +692,21 @@ func TestDesiredStatus(t *testing.T) {
 		t.Errorf("condition = %+v, want Ready False SecretNotFound", c)
 	}
 
-	again, changed := DesiredStatus(r, Resolve(r, lookupIn(ok)), 7, &st, later)
+	again, changed := DesiredStatus(r, Resolve(r, lookupIn(ok), nil), 7, &st, later)
 	if changed {
 		t.Errorf("the same status is reported as a change: %+v", again)
 	}
 
 	fixed := mustAlternative(t, testutil.NewImageAlternative("foo").Repository("quay.io/acme/foo").SecretRef("creds"))
 	fixed.Generation = 4
-	st2, changed := DesiredStatus(fixed, Resolve(fixed, lookupIn(ok)), 7, &st, later)
+	st2, changed := DesiredStatus(fixed, Resolve(fixed, lookupIn(ok), nil), 7, &st, later)
 	if !changed || st2.Conditions[0].Status != metav1.ConditionTrue || st2.Conditions[0].Reason != v1alpha1.ReasonSynced ||
 		!st2.Conditions[0].LastTransitionTime.Equal(&later) {
 		t.Errorf("fixed status = %+v, want Ready True Synced since later", st2)
 	}
 
 	nothing := mustMirror(t, testutil.NewImageMirror("m", "registry.tld/").Policy(v1alpha1.RewritePolicyNone).SecretRef("creds"))
-	st3, _ := DesiredStatus(nothing, Resolve(nothing, lookupIn(ok)), 0, &v1alpha1.RoutingStatus{}, now)
+	st3, _ := DesiredStatus(nothing, Resolve(nothing, lookupIn(ok), nil), 0, &v1alpha1.RoutingStatus{}, now)
 	if st3.Conditions[0].Reason != v1alpha1.ReasonNothingToInject || st3.Entries != 1 {
 		t.Errorf("status of a None mirror = %+v", st3)
 	}

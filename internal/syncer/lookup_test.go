@@ -40,7 +40,7 @@ func TestResolveLooksUpTheEntrysLookupPath(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := Resolve(tc.res, lookupIn(slash))
+			got := Resolve(tc.res, lookupIn(slash), nil)
 			creds := map[string]string{}
 			for k, a := range got.Credentials {
 				creds[k] = a.Username + ":" + a.Password

@@ -49,6 +49,7 @@ func (c *Controller) resource(ctx context.Context, rk ResourceKey) (*Resource, *
 		return nil, nil, fmt.Errorf("unknown kind %q", rk.Kind)
 	}
 	if meta.GetDeletionTimestamp() != nil {
+		c.providers.use(ctx, rk, nil)
 		return nil, nil, nil
 	}
 
@@ -61,13 +62,14 @@ func (c *Controller) resource(ctx context.Context, rk ResourceKey) (*Resource, *
 			return nil, nil, err
 		}
 		m = &memoEntry{uid: meta.GetUID(), generation: meta.GetGeneration(), resource: r}
+		c.providers.use(ctx, rk, r)
 	} else {
 		m = &memoEntry{uid: m.uid, generation: m.generation, resource: m.resource, fingerprint: m.fingerprint, resolution: m.resolution}
 	}
 	fp := c.secretsFingerprint(ctx, m.resource)
 	if m.resolution == nil || fp != m.fingerprint {
 		m.fingerprint = fp
-		m.resolution = Resolve(m.resource, func(name string) (*corev1.Secret, bool) { return c.secret(ctx, name) })
+		m.resolution = Resolve(m.resource, func(name string) (*corev1.Secret, bool) { return c.secret(ctx, name) }, c.providers.answer)
 	}
 	c.mu.Lock()
 	c.memo[rk] = m
@@ -83,11 +85,15 @@ func (c *Controller) secret(ctx context.Context, name string) (*corev1.Secret, b
 	return &s, true
 }
 
-// secretsFingerprint changes when one of the resource's secretRef Secrets changes.
+// secretsFingerprint changes when one of the resource's secretRef Secrets changes, or, for a
+// resource with a provider entry, when a provider credential changes.
 func (c *Controller) secretsFingerprint(ctx context.Context, r *Resource) string {
 	var b strings.Builder
 	for i := range r.Entries {
 		e := &r.Entries[i]
+		if e.Injects && e.Auth.Provider != nil {
+			fmt.Fprintf(&b, "providers=%d;", c.providers.version.Load())
+		}
 		if !e.Injects || e.Auth.SecretRef == nil {
 			continue
 		}

@@ -2,12 +2,18 @@ package syncer
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/enix/kuik/internal/credentialprovider"
+	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
 // World is a snapshot of what the syncer watches, for [Render].
@@ -19,6 +25,8 @@ type World struct {
 	Namespaces map[string]labels.Set
 	// Pods are the rewritten pods.
 	Pods []Pod
+	// Providers answers for provider entries; nil leaves them out (ProviderNotConfigured).
+	Providers ProviderLookup
 }
 
 // Render returns the Secrets the syncer would apply for a world, sorted by namespace then
@@ -52,7 +60,7 @@ func Render(w World) ([]*corev1.Secret, []LeftOut, error) {
 		if !r.Injecting() {
 			continue
 		}
-		res := Resolve(r, lookup)
+		res := Resolve(r, lookup, w.Providers)
 		leftOut = append(leftOut, res.LeftOut...)
 		for _, ns := range slices.Sorted(maps.Keys(namespaces)) {
 			d, err := DecidePair(PairInput{
@@ -74,4 +82,84 @@ func Render(w World) ([]*corev1.Secret, []LeftOut, error) {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
 	return secrets, leftOut, nil
+}
+
+// RenderProviders runs the plugins once for every provider entry of the resources, as a fresh
+// syncer would, and returns the answers for [World.Providers] and the kuik-provider-* Secrets
+// that would hold them in the cluster resource namespace. It requests no service-account
+// token (it has no API server): an entry whose provider takes one is left out
+// (ServiceAccountRequired).
+func RenderProviders(ctx context.Context, plugins *credentialprovider.Plugins, resources []*Resource, namespace string, floor time.Duration) (ProviderLookup, []*corev1.Secret, error) {
+	type answer struct {
+		a   ProviderAnswer
+		key string
+		o   *Obtained
+	}
+	answers := map[Demand]*answer{}
+	var cfg *credentialprovider.Config
+	if plugins != nil {
+		cfg = plugins.Config()
+	}
+	for _, r := range resources {
+		if r.Policy == v1alpha1.RewritePolicyNone {
+			continue
+		}
+		for i := range r.Entries {
+			e := &r.Entries[i]
+			d, ok := DemandOf(e)
+			if !ok || answers[d] != nil {
+				continue
+			}
+			an := &answer{key: e.Key}
+			answers[d] = an
+			if reason, msg := StaticReason(cfg, d); reason != "" {
+				an.a = ProviderAnswer{Reason: reason, Message: msg}
+				continue
+			}
+			if p := cfg.Provider(d.Provider); p.TokenAttributes != nil && d.ServiceAccount != "" {
+				an.a = ProviderAnswer{Reason: v1alpha1.ReasonServiceAccountRequired,
+					Message: fmt.Sprintf("provider %q takes a service account token, which render does not request", d.Provider)}
+				continue
+			}
+			c, err := plugins.Get(ctx, d.Provider, credentialprovider.Request{Image: d.Image})
+			if err != nil {
+				an.a = ProviderAnswer{Reason: v1alpha1.ReasonProviderFailed, Message: fmt.Sprintf("provider %q: %v", d.Provider, err)}
+				continue
+			}
+			o := Schedule(c, floor)
+			o.Image = d.Image
+			an.o = &o
+			an.a = ProviderAnswer{Auth: o.Auth, OK: true}
+		}
+	}
+	bySecret := map[string]map[string]*Obtained{}
+	for _, d := range slices.SortedFunc(maps.Keys(answers), compareDemands) {
+		an := answers[d]
+		if an.o == nil {
+			continue
+		}
+		name := d.SecretName()
+		if bySecret[name] == nil {
+			bySecret[name] = map[string]*Obtained{}
+		}
+		if _, dup := bySecret[name][an.key]; !dup {
+			bySecret[name][an.key] = an.o
+		}
+	}
+	var secrets []*corev1.Secret
+	for _, name := range slices.Sorted(maps.Keys(bySecret)) {
+		s, err := ProviderSecret(namespace, name, bySecret[name])
+		if err != nil {
+			return nil, nil, err
+		}
+		secrets = append(secrets, s)
+	}
+	lookup := func(e *Entry) ProviderAnswer {
+		d, ok := DemandOf(e)
+		if !ok || answers[d] == nil {
+			return ProviderAnswer{}
+		}
+		return answers[d].a
+	}
+	return lookup, secrets, nil
 }

@@ -37,6 +37,9 @@ type Resolution struct {
 	Credentials map[string]credentials.AuthEntry
 	// LeftOut lists the injecting entries that did not resolve, in declared order.
 	LeftOut []LeftOut
+	// Warnings lists the injecting entries that resolved with a credential that could not be
+	// renewed (ProviderRenewalFailed): it is used until it expires.
+	Warnings []LeftOut
 	// Injecting is the number of injecting entries.
 	Injecting int
 }
@@ -49,8 +52,10 @@ type SecretLookup func(name string) (*corev1.Secret, bool)
 // Entry.LookupPath, the path the webhook probes with too). An entry
 // whose Secret is missing, is not a docker config, does not parse, holds no credential for the
 // path, or would not encode, is left out with a reason; a provider entry is left out with
-// ProviderNotConfigured. Each Secret is parsed once however many entries use it.
-func Resolve(r *Resource, secrets SecretLookup) *Resolution {
+// ProviderNotConfigured when providers is nil, else with what providers answers (the credential
+// the keeper obtained, or why there is none). Each Secret is parsed once however many entries
+// use it.
+func Resolve(r *Resource, secrets SecretLookup, providers ProviderLookup) *Resolution {
 	res := &Resolution{Credentials: map[string]credentials.AuthEntry{}}
 	cache := map[string]parsedSecret{}
 	for i := range r.Entries {
@@ -63,7 +68,26 @@ func Resolve(r *Resource, secrets SecretLookup) *Resolution {
 			res.LeftOut = append(res.LeftOut, LeftOut{Resource: r.Key(), Entry: e.Field, Path: e.Path, Reason: reason, Message: msg})
 		}
 		if e.Auth.SecretRef == nil {
-			leftOut(v1alpha1.ReasonProviderNotConfigured, "provider credentials are not injected: the secret-syncer has no credential provider configured")
+			var a ProviderAnswer
+			if providers != nil {
+				a = providers(e)
+			} else if d, ok := DemandOf(e); ok {
+				a.Reason, a.Message = StaticReason(nil, d)
+			}
+			if !a.OK {
+				leftOut(a.Reason, a.Message)
+				continue
+			}
+			if _, err := credentials.Encode(map[string]credentials.AuthEntry{e.Key: a.Auth}); err != nil {
+				leftOut(v1alpha1.ReasonInvalidDockerConfig, fmt.Sprintf("provider %q: %v", e.Auth.Provider.Name, err))
+				continue
+			}
+			if a.Reason != "" {
+				res.Warnings = append(res.Warnings, LeftOut{Resource: r.Key(), Entry: e.Field, Path: e.Path, Reason: a.Reason, Message: a.Message})
+			}
+			if _, dup := res.Credentials[e.Key]; !dup {
+				res.Credentials[e.Key] = a.Auth
+			}
 			continue
 		}
 		name := e.Auth.SecretRef.Name

@@ -3,6 +3,7 @@ package syncer
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -93,16 +94,26 @@ func (c *Controller) syncStatus(ctx context.Context, rk ResourceKey) error {
 // emitEvents emits a PullSecretInjectionFailed Warning for each entry left out that was not
 // already reported: one event per cause, not one per decision. A cause that goes away and
 // comes back is reported again.
+//
+// An entry whose provider has not answered yet (ProviderPending) is not reported: it is the
+// normal state of a provider entry for the first moments. A provider credential that could not
+// be renewed but is still in use (ProviderRenewalFailed) is reported like an entry left out.
 func (c *Controller) emitEvents(obj client.Object, rk ResourceKey, res *Resolution) {
-	current := make(map[LeftOut]struct{}, len(res.LeftOut))
-	for _, l := range res.LeftOut {
+	var causes []LeftOut
+	for _, l := range slices.Concat(res.LeftOut, res.Warnings) {
+		if l.Reason != v1alpha1.ReasonProviderPending {
+			causes = append(causes, l)
+		}
+	}
+	current := make(map[LeftOut]struct{}, len(causes))
+	for _, l := range causes {
 		current[l] = struct{}{}
 	}
 	c.mu.Lock()
 	prev := c.emitted[rk]
 	c.emitted[rk] = current
 	c.mu.Unlock()
-	for _, l := range res.LeftOut {
+	for _, l := range causes {
 		if _, done := prev[l]; done {
 			continue
 		}
@@ -111,6 +122,9 @@ func (c *Controller) emitEvents(obj client.Object, rk ResourceKey, res *Resoluti
 			continue
 		}
 		note := fmt.Sprintf("%s (%s) left out of the pull secret: %s: %s", l.Entry, l.Path, l.Reason, l.Message)
+		if l.Reason == v1alpha1.ReasonProviderRenewalFailed {
+			note = fmt.Sprintf("%s (%s): %s: %s", l.Entry, l.Path, l.Reason, l.Message)
+		}
 		if len(note) > maxEventNote {
 			note = note[:maxEventNote-3] + "..."
 		}

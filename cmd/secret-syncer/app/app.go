@@ -11,9 +11,11 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/enix/kuik/internal/credentialprovider"
 	"github.com/enix/kuik/internal/logflags"
 	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/syncer"
@@ -25,6 +27,44 @@ type Options struct {
 	// Kubeconfig is a kubeconfig path; empty uses $KUBECONFIG, ~/.kube/config, then the
 	// in-cluster configuration.
 	Kubeconfig string
+	// Providers are the credential-provider flags, the kubelet's own.
+	Providers ProviderFlags
+}
+
+// ProviderFlags are --image-credential-provider-config and --image-credential-provider-bin-dir,
+// the kubelet's flags: a CredentialProviderConfig file (or directory) and the plugins' directory.
+type ProviderFlags struct {
+	Config, BinDir string
+}
+
+func (p *ProviderFlags) bind(f *pflag.FlagSet) {
+	f.StringVar(&p.Config, "image-credential-provider-config", "",
+		"the kubelet's CredentialProviderConfig (a file, or a directory of *.json, *.yaml, *.yml merged in name order) for the entries with auth.provider; empty leaves them out")
+	f.StringVar(&p.BinDir, "image-credential-provider-bin-dir", "",
+		"the directory holding the credential-provider plugins the configuration names")
+}
+
+func (p *ProviderFlags) validate() error {
+	if (p.Config == "") != (p.BinDir == "") {
+		return errors.New("--image-credential-provider-config and --image-credential-provider-bin-dir go together")
+	}
+	return nil
+}
+
+// Plugins loads and checks the configuration as the kubelet does at start (an invalid one is
+// an error naming the provider and field, a missing binary too); nil without the flags.
+func (p *ProviderFlags) Plugins() (*credentialprovider.Plugins, error) {
+	if p.Config == "" {
+		return nil, nil
+	}
+	cfg, err := credentialprovider.LoadConfig(p.Config)
+	if err != nil {
+		return nil, fmt.Errorf("--image-credential-provider-config: %w", err)
+	}
+	if err := cfg.CheckBinDir(p.BinDir); err != nil {
+		return nil, fmt.Errorf("--image-credential-provider-bin-dir: %w", err)
+	}
+	return credentialprovider.NewPlugins(cfg, p.BinDir, credentialprovider.Options{Observe: metrics.ObservePluginRun}), nil
 }
 
 // RunFunc runs the syncer with parsed options until ctx ends.
@@ -51,6 +91,12 @@ holding the credentials of the entries the webhook rewrites pods to.`,
 			if err := opts.validate(); err != nil {
 				return err
 			}
+			// Refuse to start on a bad configuration, before anything else.
+			plugins, err := opts.Providers.Plugins()
+			if err != nil {
+				return err
+			}
+			opts.Plugins = plugins
 			logger, err := logs.Logger(cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -72,6 +118,10 @@ holding the credentials of the entries the webhook rewrites pods to.`,
 	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `address serving /healthz and /readyz; "0" turns it off`)
 	f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect a leader through a Lease, for more than one replica")
 	f.StringVar(&opts.LeaderElectionID, "leader-election-id", syncer.DefaultLeaderElectionID, "name of the leader election Lease")
+	opts.Providers.bind(f)
+	f.DurationVar(&opts.ProviderRenewFloor, "provider-renew-floor", time.Minute,
+		"least time between two plugin runs for one image; a credential the plugin asks not to cache is kept twice that")
+	f.DurationVar(&opts.ProviderRetry, "provider-retry", 30*time.Second, "wait after a plugin failure, doubling up to 8 times that")
 	cmd.AddCommand(newRenderCommand())
 	return cmd
 }
@@ -102,6 +152,15 @@ func (o *Options) validate() error {
 	}
 	if o.LeaderElection && o.LeaderElectionID == "" {
 		errs = append(errs, errors.New("--leader-election-id must not be empty with --leader-elect"))
+	}
+	if o.ProviderRenewFloor <= 0 {
+		errs = append(errs, fmt.Errorf("--provider-renew-floor must be positive, got %s", o.ProviderRenewFloor))
+	}
+	if o.ProviderRetry <= 0 {
+		errs = append(errs, fmt.Errorf("--provider-retry must be positive, got %s", o.ProviderRetry))
+	}
+	if err := o.Providers.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

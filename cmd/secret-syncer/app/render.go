@@ -2,11 +2,16 @@ package app
 
 import (
 	"bufio"
+	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +29,8 @@ import (
 type renderOptions struct {
 	resources, secrets, namespaces, pods string
 	clusterResourceNamespace             string
+	providers                            ProviderFlags
+	renewFloor                           time.Duration
 }
 
 func newRenderCommand() *cobra.Command {
@@ -40,12 +47,17 @@ only the records the webhook could have written (the resource selects the pod an
 and the container's image is one of its candidates for the recorded original).
 
 Without --namespaces, the namespaces are those of the pods, without labels (so a resource with a
-namespaceSelector selects none of them).`,
+namespaceSelector selects none of them).
+
+With --image-credential-provider-config and --image-credential-provider-bin-dir, render runs the
+plugins once for every provider entry, as a fresh syncer would, and prints the kuik-provider-*
+Secrets too; an entry whose provider takes a service-account token is left out (render requests
+no token).`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
@@ -55,12 +67,21 @@ namespaceSelector selects none of them).`,
 	f.StringVar(&o.pods, "pods", "", "file of Pods as the webhook admitted them")
 	f.StringVar(&o.clusterResourceNamespace, "cluster-resource-namespace", defaultNamespace(),
 		"namespace of the secretRef Secrets; Secrets of other namespaces in --secrets are ignored")
+	o.providers.bind(f)
+	f.DurationVar(&o.renewFloor, "provider-renew-floor", time.Minute, "as the syncer's: the lifetime recorded for a credential the plugin asks not to cache is twice that")
 	_ = cmd.MarkFlagRequired("resources")
 	_ = cmd.MarkFlagRequired("secrets")
 	return cmd
 }
 
-func (o *renderOptions) run(stdout, stderr io.Writer) error {
+func (o *renderOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
+	if err := o.providers.validate(); err != nil {
+		return err
+	}
+	plugins, err := o.providers.Plugins()
+	if err != nil {
+		return err
+	}
 	scheme, err := syncer.Scheme()
 	if err != nil {
 		return err
@@ -156,10 +177,21 @@ func (o *renderOptions) run(stdout, stderr io.Writer) error {
 		}
 	}
 
+	var providerSecrets []*corev1.Secret
+	if plugins != nil {
+		w.Providers, providerSecrets, err = syncer.RenderProviders(ctx, plugins, w.Resources, o.clusterResourceNamespace, o.renewFloor)
+		if err != nil {
+			return err
+		}
+	}
 	secrets, leftOut, err := syncer.Render(w)
 	if err != nil {
 		return err
 	}
+	secrets = append(providerSecrets, secrets...)
+	slices.SortStableFunc(secrets, func(a, b *corev1.Secret) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
 	for _, l := range leftOut {
 		_, _ = fmt.Fprintln(stderr, l.String())
 	}

@@ -32,6 +32,20 @@ const (
 	ReasonInvalidDockerConfig   = "InvalidDockerConfig"
 	ReasonNoCredentialForPath   = "NoCredentialForPath"
 	ReasonProviderNotConfigured = "ProviderNotConfigured"
+	// ReasonProviderNotMatched: the provider's matchImages do not match the entry's path, so
+	// the kubelet would never run it for those images either; the plugin is not run.
+	ReasonProviderNotMatched = "ProviderNotMatched"
+	// ReasonServiceAccountRequired: the provider asks for a service-account token
+	// (tokenAttributes.requireServiceAccount) and the entry names no serviceAccountRef.
+	ReasonServiceAccountRequired = "ServiceAccountRequired"
+	// ReasonProviderPending: the plugin has not answered yet for this entry.
+	ReasonProviderPending = "ProviderPending"
+	// ReasonProviderFailed: the plugin failed and no unexpired credential from an earlier run
+	// is left.
+	ReasonProviderFailed = "ProviderFailed"
+	// ReasonProviderRenewalFailed (Ready stays True): the plugin failed to renew a credential
+	// that is still valid and stays in use until it expires.
+	ReasonProviderRenewalFailed = "ProviderRenewalFailed"
 )
 
 // LocalSecretReference names a Secret in the cluster resource namespace (where kuik runs).

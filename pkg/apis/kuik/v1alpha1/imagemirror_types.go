@@ -73,6 +73,7 @@ type MirrorPull struct {
 // +kubebuilder:printcolumn:name="Entries",type=integer,JSONPath=`.status.entries`
 // +kubebuilder:printcolumn:name="Namespaces",type=integer,JSONPath=`.status.namespaces`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ImageMirror struct {
 	metav1.TypeMeta   `json:",inline"`
