@@ -44,8 +44,11 @@ type Chart struct {
 }
 
 // Render renders the chart with its default values.
-func Render(namespace string) (*Chart, error) {
-	r, err := charts.Render(charts.Release{Name: ReleaseName, Namespace: namespace})
+func Render(namespace string) (*Chart, error) { return RenderValues(namespace, nil) }
+
+// RenderValues renders the chart with these values, as a -f values file gives them.
+func RenderValues(namespace string, values map[string]any) (*Chart, error) {
+	r, err := charts.Render(charts.Release{Name: ReleaseName, Namespace: namespace, Values: values})
 	if err != nil {
 		return nil, err
 	}
