@@ -17,60 +17,6 @@ import (
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
-// Config is a validated CredentialProviderConfig: a file, or every *.json, *.yaml, *.yml file
-// of a directory merged in name order, as the kubelet reads --image-credential-provider-config.
-type Config struct {
-	// Providers in configuration order.
-	Providers []Provider
-}
-
-// Provider is one validated exec plugin of the configuration.
-type Provider struct {
-	Name string
-	// MatchImages as written; matched with the kubelet's rules ([Provider.Matches]).
-	MatchImages []string
-	// DefaultCacheDuration applies when a response carries no cacheDuration.
-	DefaultCacheDuration time.Duration
-	// APIVersion of the exec request and response (credentialprovider.kubelet.k8s.io/v1, v1beta1, v1alpha1).
-	APIVersion string
-	Args       []string
-	// Env as NAME=value, added on top of the process environment.
-	Env []string
-	// TokenAttributes is nil when the plugin takes no service-account token.
-	TokenAttributes *TokenAttributes
-}
-
-// TokenAttributes is a provider's tokenAttributes (KEP-4412).
-type TokenAttributes struct {
-	Audience string
-	// CacheType is Token or ServiceAccount.
-	CacheType              string
-	RequireServiceAccount  bool
-	RequiredAnnotationKeys []string
-	OptionalAnnotationKeys []string
-}
-
-// LoadConfig reads and validates a configuration file or directory with the kubelet's rules
-// (strict decoding: unknown fields are refused). Errors name the file, the provider and the
-// field, with the kubelet's wording. It does not look at the bin dir.
-func LoadConfig(path string) (*Config, error) { return nil, errors.New("not implemented") }
-
-// CheckBinDir verifies that every provider's binary is an executable file in binDir, as the
-// kubelet does at start.
-func (c *Config) CheckBinDir(binDir string) error { return errors.New("not implemented") }
-
-// Provider returns the provider of that name, or nil.
-func (c *Config) Provider(name string) *Provider { return nil }
-
-// MatchingAny returns the first provider whose matchImages match the image, or nil.
-func (c *Config) MatchingAny(image string) *Provider { return nil }
-
-// Matches reports whether one of the provider's matchImages matches the image (a reference,
-// with or without tag or digest, normalized first: nginx is docker.io/library/nginx) by the
-// kubelet's rules: same number of host labels each matched as a glob, same port, the
-// matchImage's path a prefix of the image's.
-func (p *Provider) Matches(image string) bool { return false }
-
 // Request is one credential request.
 type Request struct {
 	// Image is the image (or repository) the credential is for; the plugin is sent it without

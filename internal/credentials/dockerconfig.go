@@ -204,20 +204,39 @@ func build(raw []rawEntry) *DockerConfig {
 		kk, glob := kubeletKey(r.key)
 		c.entries = append(c.entries, entry{key: r.key, kubeletKey: kk, glob: glob, auth: auth})
 	}
+	sortEntries(c.entries)
+	slices.SortStableFunc(c.undecodable, func(a, b UndecodableEntry) int {
+		return strings.Compare(a.Key, b.Key)
+	})
+	return c
+}
+
+// NewDockerConfig builds a DockerConfig from decoded entries, as the kubelet's keyring adds a
+// credential provider's auth map (BasicDockerKeyring.Add): [DockerConfig.Lookup] then picks the
+// most specific key matching a path. Nothing is undecodable; an entry with an empty username
+// still matches but gives no credential.
+func NewDockerConfig(auths map[string]AuthEntry) *DockerConfig {
+	c := &DockerConfig{entries: make([]entry, 0, len(auths))}
+	for key, auth := range auths {
+		kk, glob := kubeletKey(key)
+		c.entries = append(c.entries, entry{key: key, kubeletKey: kk, glob: glob, auth: auth})
+	}
+	sortEntries(c.entries)
+	return c
+}
+
+// sortEntries puts entries in the order the kubelet's keyring tries them.
+func sortEntries(entries []entry) {
 	// The kubelet's keyring tries keys in reverse lexicographic order, so that a longer path
 	// comes before its prefix (BasicDockerKeyring.Add in keyring.go). Keys that read the same
 	// (quay.io and https://quay.io) come out of a Go map there, in no set order; here the auths
 	// key as written breaks the tie.
-	slices.SortStableFunc(c.entries, func(a, b entry) int {
+	slices.SortStableFunc(entries, func(a, b entry) int {
 		if a.kubeletKey != b.kubeletKey {
 			return strings.Compare(b.kubeletKey, a.kubeletKey)
 		}
 		return strings.Compare(a.key, b.key)
 	})
-	slices.SortStableFunc(c.undecodable, func(a, b UndecodableEntry) int {
-		return strings.Compare(a.Key, b.Key)
-	})
-	return c
 }
 
 // walkObject calls fn for each member of the JSON object data, in order, duplicates included.

@@ -203,3 +203,15 @@ func NormalizePath(path string) (string, error) {
 func isHostLike(segment string) bool {
 	return segment == "localhost" || strings.ContainsAny(segment, ".:") || strings.ToLower(segment) != segment
 }
+
+// MatchImage reports whether a credential provider's matchImages pattern matches an image as
+// the kubelet's URLsMatchStr does (pkg/credentialprovider/keyring.go): both read as schemeless
+// URLs, the same port, the same number of host labels each matched by the pattern's label as a
+// filepath.Match glob, and the pattern's path a string prefix of the image's. Unlike an auths
+// key, the pattern keeps a leading /v1/ or /v2/ of its path. image is matched as given: pass it
+// normalized (docker.io/library/nginx, not nginx). A pattern or image that does not parse never
+// matches.
+func MatchImage(pattern, image string) bool {
+	k, t := parseHostPath(pattern), parseHostPath(image)
+	return k != nil && t != nil && k.matches(t)
+}
