@@ -2,15 +2,14 @@ package webhook
 
 import (
 	"context"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/enix/kuik/internal/credentialprovider"
 	"github.com/enix/kuik/internal/credentials"
 	"github.com/enix/kuik/internal/probe"
 	"github.com/enix/kuik/internal/routing"
-	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
 // SecretGetter reads a Secret of the cluster resource namespace (from an informer's cache).
@@ -20,6 +19,10 @@ type SecretGetter func(ctx context.Context, name string) (*corev1.Secret, error)
 type ProbeChooser struct {
 	Prober  *probe.Prober
 	Secrets SecretGetter
+	// NodeProviders are the credential providers the nodes' kubelets run (the configuration of
+	// their --image-credential-provider-config), nil for none. An original image one of them
+	// matches is one the node pulls with credentials of its own, which kuik cannot see.
+	NodeProviders *credentialprovider.Config
 
 	// parsed remembers each Secret's parse by resourceVersion: every admission of a covered
 	// image needs its credential (it keys the probe cache), and the Secret rarely changes.
@@ -37,9 +40,11 @@ type parsedSecret struct {
 // once), and each list resolves to its first available candidate.
 //
 // Each candidate is probed with exactly the credential the kubelet will have for it
-// (credential). A pod that brings its own pull secrets may hold a credential for the original
-// that kuik cannot read, so for such a pod an original answering "authentication required"
-// counts as available: kuik never moves a pod away from a private registry it is entitled to.
+// (credential). The kubelet may also hold a credential for the original that kuik cannot read:
+// from the pod's own pull secrets, or from the node's credential providers when one of their
+// matchImages matches the original (a private ECR, GCR or ACR image). For such a pod, or such
+// an original, an original answering "authentication required" (401, 403) counts as
+// available: kuik never moves a pod away from a private registry it is entitled to.
 func (c *ProbeChooser) Choose(ctx context.Context, lists [][]routing.Candidate, ownPullSecrets bool) []int {
 	targets := make([][]probe.Target, len(lists))
 	for l, cands := range lists {
@@ -55,12 +60,25 @@ func (c *ProbeChooser) Choose(ctx context.Context, lists [][]routing.Candidate, 
 		}
 	}
 	var accept probe.Accept
-	if ownPullSecrets {
+	if ownPullSecrets || c.nodeHasProviders() {
 		accept = func(l, i int, r probe.Result) bool {
-			return r == probe.Available || (r == probe.InvalidAuth && lists[l][i].Source.IsOriginal())
+			if r == probe.Available {
+				return true
+			}
+			cand := &lists[l][i]
+			return r == probe.InvalidAuth && cand.Source.IsOriginal() && (ownPullSecrets || c.nodePulls(cand.Reference))
 		}
 	}
 	return c.Prober.Resolve(ctx, targets, accept)
+}
+
+func (c *ProbeChooser) nodeHasProviders() bool {
+	return c.NodeProviders != nil && len(c.NodeProviders.Providers) > 0
+}
+
+// nodePulls reports whether the node's credential providers cover the image.
+func (c *ProbeChooser) nodePulls(image string) bool {
+	return c.nodeHasProviders() && c.NodeProviders.MatchingAny(image) != nil
 }
 
 // OtherRegistry is the registry label of probes of images no routing resource declares.
@@ -82,13 +100,15 @@ func RegistryLabel(cand *routing.Candidate) string {
 
 // credential is the credential the kubelet will have for the candidate, which is what it must
 // be probed with, or a probe could find available an image the pod cannot pull:
-//   - a candidate that injects: the entry's credential, read from its secretRef Secret (or the
-//     provider's kuik-provider-* Secret) for the entry's LookupPath, exactly as the syncer
-//     writes it into the pod's Secret;
+//   - a candidate that injects: the entry's credential for the entry's LookupPath, exactly as
+//     the syncer writes it into the pod's Secret, read from its secretRef Secret, or for a
+//     provider entry from the kuik-provider-* Secret where the syncer keeps what the plugin
+//     gave (credentialprovider.SecretName of the provider and the entry's serviceAccountRef,
+//     its auths keyed by the entry's LookupPath);
 //   - a provider entry that does not inject: the node resolves the credential itself with the
-//     same plugin, whose result the provider Secret holds;
-//   - anything else, the original included: anonymous (the pod's own pull secrets, which kuik
-//     cannot read, are accounted for by Choose).
+//     same plugin, whose result that provider Secret holds;
+//   - anything else, the original included: anonymous (the pod's own pull secrets and the
+//     node's credential providers, which kuik cannot use, are accounted for by Choose).
 //
 // A credential that is missing or broken probes anonymously, which is what the kubelet would do.
 func (c *ProbeChooser) credential(ctx context.Context, cand *routing.Candidate) probe.Credential {
@@ -98,7 +118,7 @@ func (c *ProbeChooser) credential(ctx context.Context, cand *routing.Candidate) 
 	secretName := ""
 	switch {
 	case cand.Auth.Provider != nil && (cand.Inject || !cand.Auth.Injects()):
-		secretName = ProviderSecretName(cand.Auth.Provider.Name)
+		secretName = credentialprovider.SecretName(cand.Auth.Provider.Name, cand.Auth.Provider.ServiceAccountRef)
 	case cand.Auth.SecretRef != nil && cand.Inject:
 		secretName = cand.Auth.SecretRef.Name
 	default:
@@ -135,9 +155,4 @@ func (c *ProbeChooser) parse(s *corev1.Secret) (*credentials.DockerConfig, error
 	}
 	c.parsed[s.Name] = parsedSecret{resourceVersion: s.ResourceVersion, config: cfg, err: err}
 	return cfg, err
-}
-
-// ProviderSecretName is where the secret-syncer keeps a provider's credential.
-func ProviderSecretName(provider string) string {
-	return v1alpha1.ProviderSecretPrefix + strings.ToLower(provider)
 }

@@ -2,6 +2,10 @@ package webhook_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
+	"github.com/enix/kuik/internal/credentialprovider"
 	"github.com/enix/kuik/internal/probe"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/internal/testutil"
@@ -31,6 +36,31 @@ func secretsOf(docs map[string]map[string]string) webhook.SecretGetter {
 	}
 }
 
+func withProvider(repo, provider string, sa *v1alpha1.ServiceAccountReference, inject *bool) v1alpha1.Alternative {
+	return v1alpha1.Alternative{Repository: repo, Auth: &v1alpha1.Auth{
+		Provider: &v1alpha1.ProviderAuth{Name: provider, ServiceAccountRef: sa}, InjectPullSecret: inject}}
+}
+
+// nodeProviders is a credential-provider configuration, as the kubelet reads it, with one
+// provider per matchImages entry.
+func nodeProviders(t *testing.T, matchImages ...string) *credentialprovider.Config {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n")
+	for i, m := range matchImages {
+		fmt.Fprintf(&b, "  - name: provider-%d\n    apiVersion: credentialprovider.kubelet.k8s.io/v1\n    defaultCacheDuration: 10m\n    matchImages: [%q]\n", i, m)
+	}
+	path := filepath.Join(t.TempDir(), "providers.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := credentialprovider.LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // Each candidate is probed with exactly the credential the kubelet will have for it, so a probe
 // never finds available an image the pod cannot pull.
 func TestCandidatesAreProbedWithTheCredentialThePodWillHave(t *testing.T) {
@@ -41,6 +71,7 @@ func TestCandidatesAreProbedWithTheCredentialThePodWillHave(t *testing.T) {
 	public := testutil.NewRegistry(t, "", "")
 	public.Push(t, "acme/app:v1")
 	p := private.Host
+	builder := &v1alpha1.ServiceAccountReference{Namespace: "ci", Name: "builder"}
 
 	tests := map[string]struct {
 		ias     []v1alpha1.ImageAlternative
@@ -48,7 +79,10 @@ func TestCandidatesAreProbedWithTheCredentialThePodWillHave(t *testing.T) {
 		secrets map[string]map[string]string
 		image   string
 		own     bool
-		want    string // the reference chosen, "" for none
+		// nodeProviders are the matchImages of the nodes' credential providers (one provider
+		// each); none: no configuration.
+		nodeProviders []string
+		want          string // the reference chosen, "" for none
 	}{
 		"an original on an entry with a credential is probed anonymously, since that credential is not injected for it": {
 			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
@@ -104,6 +138,90 @@ func TestCandidatesAreProbedWithTheCredentialThePodWillHave(t *testing.T) {
 			image:   "acme/app:v1",
 			want:    p + "/mirror/docker.io/acme/app:v1",
 		},
+		"a private original the node's credential provider covers stays": {
+			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+				v1alpha1.Alternative{Repository: p + "/acme/app"},
+				v1alpha1.Alternative{Repository: public.Host + "/acme/app"})},
+			image:         p + "/acme/app:v1",
+			nodeProviders: []string{p},
+			want:          p + "/acme/app:v1",
+		},
+		"a private original is routed away without a node credential provider for it": {
+			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+				v1alpha1.Alternative{Repository: p + "/acme/app"},
+				v1alpha1.Alternative{Repository: public.Host + "/acme/app"})},
+			image: p + "/acme/app:v1",
+			want:  public.Host + "/acme/app:v1",
+		},
+		"a node credential provider for another registry does not keep a private original": {
+			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+				v1alpha1.Alternative{Repository: p + "/acme/app"},
+				v1alpha1.Alternative{Repository: public.Host + "/acme/app"})},
+			image:         p + "/acme/app:v1",
+			nodeProviders: []string{"*.dkr.ecr.*.amazonaws.com", public.Host},
+			want:          public.Host + "/acme/app:v1",
+		},
+		"a node credential provider makes only the original count on a refusal, not an alternative": {
+			// kuik moves a pod only to an image a probe found: a refusal says nothing about
+			// whether the alternative exists, whoever may pull it. The original is the pod
+			// author's choice, kept unless proven unavailable.
+			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+				v1alpha1.Alternative{Repository: public.Host + "/acme/gone"},
+				v1alpha1.Alternative{Repository: p + "/acme/x"})},
+			image:         public.Host + "/acme/gone:v1",
+			nodeProviders: []string{p},
+			want:          "",
+		},
+		"an injecting provider entry is probed with the credential of the provider's Secret": {
+			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+				v1alpha1.Alternative{Repository: "quay.io/acme/app", Unavailable: true},
+				withProvider(p+"/acme/app", "ecr", nil, ptr.To(true)))},
+			secrets: map[string]map[string]string{credentialprovider.SecretName("ecr", nil): {p + "/acme/app": "puller:s3cret"}},
+			image:   "quay.io/acme/app:v1",
+			want:    p + "/acme/app:v1",
+		},
+		"a provider entry that does not inject is probed with the provider's Secret too": {
+			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+				v1alpha1.Alternative{Repository: "quay.io/acme/app", Unavailable: true},
+				withProvider(p+"/acme/app", "ecr", nil, nil))},
+			secrets: map[string]map[string]string{credentialprovider.SecretName("ecr", nil): {p + "/acme/app": "puller:s3cret"}},
+			image:   "quay.io/acme/app:v1",
+			want:    p + "/acme/app:v1",
+		},
+		"a provider entry whose Secret is missing is unavailable": {
+			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+				v1alpha1.Alternative{Repository: "quay.io/acme/app", Unavailable: true},
+				withProvider(p+"/acme/app", "ecr", nil, ptr.To(true)))},
+			image: "quay.io/acme/app:v1",
+			want:  "",
+		},
+		"a provider entry whose Secret holds a wrong credential is unavailable": {
+			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+				v1alpha1.Alternative{Repository: "quay.io/acme/app", Unavailable: true},
+				withProvider(p+"/acme/app", "ecr", nil, ptr.To(true)))},
+			secrets: map[string]map[string]string{credentialprovider.SecretName("ecr", nil): {p + "/acme/app": "puller:wrong"}},
+			image:   "quay.io/acme/app:v1",
+			want:    "",
+		},
+		"a provider entry with a serviceAccountRef is probed with that ServiceAccount's Secret": {
+			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+				v1alpha1.Alternative{Repository: "quay.io/acme/app", Unavailable: true},
+				withProvider(p+"/acme/app", "ecr", builder, ptr.To(true)))},
+			secrets: map[string]map[string]string{
+				credentialprovider.SecretName("ecr", nil):     {p + "/acme/app": "puller:wrong"},
+				credentialprovider.SecretName("ecr", builder): {p + "/acme/app": "puller:s3cret"},
+			},
+			image: "quay.io/acme/app:v1",
+			want:  p + "/acme/app:v1",
+		},
+		"a provider entry with a serviceAccountRef does not borrow the provider's credential without one": {
+			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+				v1alpha1.Alternative{Repository: "quay.io/acme/app", Unavailable: true},
+				withProvider(p+"/acme/app", "ecr", builder, ptr.To(true)))},
+			secrets: map[string]map[string]string{credentialprovider.SecretName("ecr", nil): {p + "/acme/app": "puller:s3cret"}},
+			image:   "quay.io/acme/app:v1",
+			want:    "",
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -116,6 +234,9 @@ func TestCandidatesAreProbedWithTheCredentialThePodWillHave(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := &webhook.ProbeChooser{Prober: probe.New(probe.Options{}), Secrets: secretsOf(tc.secrets)}
+			if tc.nodeProviders != nil {
+				c.NodeProviders = nodeProviders(t, tc.nodeProviders...)
+			}
 			got := ""
 			if i := c.Choose(t.Context(), [][]routing.Candidate{cands}, tc.own)[0]; i >= 0 {
 				got = cands[i].Reference

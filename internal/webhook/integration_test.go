@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/enix/kuik/internal/credentialprovider"
 	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/internal/testutil"
 	"github.com/enix/kuik/internal/testutil/kuikenv"
@@ -35,11 +37,15 @@ func TestMain(m *testing.M) {
 }
 
 // world is the webhook running in-process under the chart's ServiceAccount, RBAC and webhook
-// configurations (pointed at 127.0.0.1), with a private registry holding acme/app:v1.
+// configurations (pointed at 127.0.0.1), with a private registry holding acme/app:v1, and
+// another one that the nodes' credential providers cover (--image-credential-provider-config).
 type world struct {
 	cs       kubernetes.Interface
 	c        client.Client
 	registry *testutil.Registry
+	// nodeRegistry holds acme/app:v1 behind a credential kuik never sees, which the nodes get
+	// from their credential provider.
+	nodeRegistry *testutil.Registry
 	// down is a registry address where nothing listens: the failing upstream.
 	down string
 }
@@ -85,6 +91,13 @@ func start() (*world, error) {
 		return nil, err
 	}
 
+	nodeReg := testutil.NewRegistry(&noopTB{}, "node", "from-the-plugin")
+	nodeReg.Push(&noopTB{}, "acme/app:v1")
+	providers, err := nodeCredentialProviders(nodeReg.Host)
+	if err != nil {
+		return nil, err
+	}
+
 	webhookPort, err := kuikenv.FreePort()
 	if err != nil {
 		return nil, err
@@ -108,13 +121,37 @@ func start() (*world, error) {
 		return nil, err
 	}
 	_, err = kuikenv.StartWebhook(ctx, cp, chart, webhookPort, webhook.Config{
-		ProbeTimeout: time.Second,
-		CacheTTL:     10 * time.Second,
+		ProbeTimeout:        time.Second,
+		CacheTTL:            10 * time.Second,
+		CredentialProviders: providers,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &world{cs: cs, c: c, registry: reg, down: down}, nil
+	return &world{cs: cs, c: c, registry: reg, nodeRegistry: nodeReg, down: down}, nil
+}
+
+// nodeCredentialProviders is a kubelet credential-provider configuration whose one provider
+// matches host, loaded as the webhook's --image-credential-provider-config is.
+func nodeCredentialProviders(host string) (*credentialprovider.Config, error) {
+	dir, err := os.MkdirTemp("", "kuik-webhook-providers-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	path := filepath.Join(dir, "providers.yaml")
+	config := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1
+kind: CredentialProviderConfig
+providers:
+  - name: node-registry
+    apiVersion: credentialprovider.kubelet.k8s.io/v1
+    defaultCacheDuration: 10m
+    matchImages: [%q]
+`, host)
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		return nil, err
+	}
+	return credentialprovider.LoadConfig(path)
 }
 
 func (w *world) namespace(t *testing.T, labels map[string]string) string {
@@ -502,5 +539,35 @@ func TestWebhookUsesARotatedCredential(t *testing.T) {
 	got := w.createPod(t, ns, simplePod(upstream+":v1"), func(p *corev1.Pod) bool { return p.Labels[v1alpha1.LabelRewritten] == "true" })
 	if want := w.registry.Host + "/acme/app:v1"; got.Spec.Containers[0].Image != want {
 		t.Errorf("image = %s, want %s", got.Spec.Containers[0].Image, want)
+	}
+}
+
+// An original on a registry the nodes' credential providers cover is pulled with the node's
+// own credential: its anonymous probe's 401 does not move the pod, while a registry no
+// provider covers does (the subtest above, "a private original the pod has no credential for
+// is not available").
+func TestWebhookKeepsAnOriginalTheNodesCredentialProviderCovers(t *testing.T) {
+	w := setup(t)
+	open := testutil.NewRegistry(t, "", "")
+	open.Push(t, "acme/app:v1")
+	original := w.nodeRegistry.Host + "/acme/app"
+	ns := w.namespace(t, map[string]string{"node-provider": "yes"})
+	w.create(t, &v1alpha1.ImageAlternative{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-provider"},
+		Spec: v1alpha1.ImageAlternativeSpec{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"node-provider": "yes"}},
+			Alternatives: []v1alpha1.Alternative{
+				{Repository: original},
+				{Repository: open.Host + "/acme/app", Insecure: true},
+			},
+		},
+	})
+	// Until the webhook knows the resource, the image has no other candidate and is not probed.
+	got := w.createPod(t, ns, simplePod(original+":v1"), func(*corev1.Pod) bool { return w.nodeRegistry.Unauthorized() > 0 })
+	if got.Spec.Containers[0].Image != original+":v1" || len(got.Annotations) != 0 || len(got.Spec.ImagePullSecrets) != 0 {
+		t.Errorf("a pod on an original the node can pull was changed: %s", podSummary(got))
+	}
+	if w.nodeRegistry.Unauthorized() == 0 {
+		t.Error("the original was never probed")
 	}
 }

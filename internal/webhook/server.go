@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/enix/kuik/internal/credentialprovider"
 	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/probe"
 	"github.com/enix/kuik/internal/routing"
@@ -51,6 +52,11 @@ type Config struct {
 	Port                                   int
 	MetricsBindAddress                     string
 	HealthProbeBindAddress                 string
+	// CredentialProviders is the nodes' credential-provider configuration (the file the
+	// kubelet's --image-credential-provider-config names), nil for none: an original image its
+	// providers match is pulled by the node with credentials of its own (ProbeChooser). The
+	// webhook never runs the plugins.
+	CredentialProviders *credentialprovider.Config
 	// ProbeTransport overrides the registry HTTP transport (tests).
 	ProbeTransport http.RoundTripper
 }
@@ -138,7 +144,8 @@ func Run(ctx context.Context, cfg Config) error {
 	metrics.ProbesInFlight.Set(prober.InFlight)
 	reader := mgr.GetCache()
 	chooser := &ProbeChooser{
-		Prober: prober,
+		Prober:        prober,
+		NodeProviders: cfg.CredentialProviders,
 		Secrets: func(ctx context.Context, name string) (*corev1.Secret, error) {
 			s := &corev1.Secret{}
 			err := reader.Get(ctx, types.NamespacedName{Namespace: cfg.ClusterResourceNamespace, Name: name}, s)
