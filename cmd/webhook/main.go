@@ -56,6 +56,7 @@ func serve(ctx context.Context, o app.Options) error {
 		Port:                     o.Port,
 		MetricsBindAddress:       o.MetricsBindAddress,
 		HealthProbeBindAddress:   o.HealthProbeBindAddress,
+		CredentialProviders:      o.CredentialProviders,
 	})
 }
 

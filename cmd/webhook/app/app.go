@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/enix/kuik/internal/credentialprovider"
 	"github.com/enix/kuik/internal/logflags"
 	"github.com/enix/kuik/internal/probe"
 )
@@ -31,6 +32,11 @@ type Options struct {
 	Port                     int
 	MetricsBindAddress       string
 	HealthProbeBindAddress   string
+	// ImageCredentialProviderConfig is the nodes' CredentialProviderConfig file or directory
+	// (the kubelet's --image-credential-provider-config), empty for none; CredentialProviders
+	// is what the command loaded from it before calling the run function.
+	ImageCredentialProviderConfig string
+	CredentialProviders           *credentialprovider.Config
 }
 
 // CandidatesOptions are the settings of `webhook candidates`.
@@ -88,6 +94,14 @@ resources.`,
 			if o.ClusterResourceNamespace == "" {
 				return UsageError{errors.New("--cluster-resource-namespace must not be empty")}
 			}
+			// Refuse to start on a configuration the kubelet would refuse.
+			if o.ImageCredentialProviderConfig != "" {
+				cfg, err := credentialprovider.LoadConfig(o.ImageCredentialProviderConfig)
+				if err != nil {
+					return fmt.Errorf("--image-credential-provider-config: %w", err)
+				}
+				o.CredentialProviders = cfg
+			}
 			ctx, err := withLogger(cmd, logs)
 			if err != nil {
 				return err
@@ -109,6 +123,7 @@ resources.`,
 	f.IntVar(&o.Port, "webhook-port", 9443, "Port of the webhook server.")
 	f.StringVar(&o.MetricsBindAddress, "metrics-bind-address", ":8080", `Address of the Prometheus metrics endpoint ("0" disables it).`)
 	f.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	f.StringVar(&o.ImageCredentialProviderConfig, "image-credential-provider-config", "", "The nodes' CredentialProviderConfig, as the kubelet's flag of that name reads it (a file, or a directory of *.json, *.yaml, *.yml merged in name order). An original image one of its providers' matchImages matches is pulled by the node with a credential of its own, so a probe refused for lack of credentials (401, 403) counts as available. The plugins are never run here.")
 
 	cmd.AddCommand(newCandidatesCommand(candidates, logs))
 	return cmd

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -173,4 +175,59 @@ func TestLoggingFlags(t *testing.T) {
 func fromContext(ctx context.Context) (logr.Logger, bool) {
 	l, err := logr.FromContext(ctx)
 	return l, err == nil
+}
+
+// --image-credential-provider-config is loaded as the kubelet loads it before the server
+// starts: a valid file or directory reaches the run function, an invalid one stops the command
+// with the loader's message and nothing runs.
+func TestImageCredentialProviderConfigFlag(t *testing.T) {
+	const valid = `apiVersion: kubelet.config.k8s.io/v1
+kind: CredentialProviderConfig
+providers:
+  - name: ecr-credential-provider
+    apiVersion: credentialprovider.kubelet.k8s.io/v1
+    defaultCacheDuration: 12h
+    matchImages: ["*.dkr.ecr.*.amazonaws.com"]
+`
+	dir := t.TempDir()
+	file := filepath.Join(dir, "providers.yaml")
+	if err := os.WriteFile(file, []byte(valid), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, path := range map[string]string{"a file": file, "a directory": dir} {
+		t.Run(name, func(t *testing.T) {
+			got, _, err := run(t, "--image-credential-provider-config="+path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ImageCredentialProviderConfig != path {
+				t.Errorf("ImageCredentialProviderConfig = %q, want %q", got.ImageCredentialProviderConfig, path)
+			}
+			if got.CredentialProviders == nil || got.CredentialProviders.MatchingAny("123456789012.dkr.ecr.eu-west-1.amazonaws.com/acme/app:v1") == nil {
+				t.Errorf("CredentialProviders = %+v, want the ECR provider", got.CredentialProviders)
+			}
+		})
+	}
+
+	invalid := filepath.Join(t.TempDir(), "providers.yaml")
+	if err := os.WriteFile(invalid, []byte(strings.Replace(valid, "    defaultCacheDuration: 12h\n", "", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct{ path, want string }{
+		"a provider without defaultCacheDuration": {invalid, "defaultCacheDuration"},
+		"a path that does not exist":              {filepath.Join(dir, "missing.yaml"), "missing.yaml"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ran := false
+			cmd := app.NewCommand(func(context.Context, app.Options) error { ran = true; return nil }, nil)
+			cmd.SetArgs([]string{"--image-credential-provider-config=" + tc.path})
+			err := cmd.ExecuteContext(t.Context())
+			if err == nil || !strings.Contains(err.Error(), "--image-credential-provider-config: ") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error = %v, want one naming the flag and %q", err, tc.want)
+			}
+			if ran {
+				t.Error("the server ran with an invalid configuration")
+			}
+		})
+	}
 }
