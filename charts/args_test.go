@@ -2,11 +2,15 @@ package charts_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	syncerapp "github.com/enix/kuik/cmd/secret-syncer/app"
@@ -57,6 +61,100 @@ func TestDeploymentArgsParseWithTheBinaries(t *testing.T) {
 	}
 	if s.ClusterResourceNamespace != ns || !s.LeaderElection || s.Retention != 20*time.Minute {
 		t.Errorf("secret-syncer options from the chart = %+v", s)
+	}
+}
+
+// With provider credentials on, both binaries accept the flags the chart adds and load what
+// the chart mounts there: the pods' files (the ConfigMap's items at their mount, the provider's
+// binary in the bin dir) are laid out below a temporary root and the flags' paths moved there.
+func TestCredentialProviderArgsParseWithTheBinaries(t *testing.T) {
+	for name, binDir := range map[string]map[string]any{
+		"hostPath": hostPathBinDir, "image volume": imageVolumeBinDir, "init container": initContainerBinDir,
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := render(t, providerValues(binDir))
+			cm := convert[corev1.ConfigMap](t, r.Find("ConfigMap", providersConfigMap))
+			p := providerDeployments(t, r)
+			root := t.TempDir()
+			// podArgs lays out the files the container's flags name and returns the args with
+			// their paths below root.
+			podArgs := func(d *appsv1.Deployment) []string {
+				t.Helper()
+				c := d.Spec.Template.Spec.Containers[0]
+				var args []string
+				for _, a := range c.Args {
+					for _, f := range []string{configFlag, binDirFlag} {
+						v, ok := strings.CutPrefix(a, f)
+						if !ok {
+							continue
+						}
+						m, vol, rel := mountOf(t, d.Spec.Template.Spec, c, v)
+						host := filepath.Join(root, d.Name, v)
+						switch {
+						case vol.ConfigMap != nil:
+							for _, item := range vol.ConfigMap.Items {
+								if item.Path == rel {
+									writeFile(t, host, cm.Data[item.Key], 0o644)
+								}
+							}
+						case f == binDirFlag:
+							writeFile(t, filepath.Join(host, "ecr-credential-provider"), "#!/bin/sh\nexit 1\n", 0o755)
+						default:
+							t.Fatalf("%s: %s is on mount %+v of volume %+v", d.Name, v, m, vol)
+						}
+						a = f + host
+					}
+					args = append(args, a)
+				}
+				return args
+			}
+
+			args := podArgs(p.syncer)
+			var s syncerapp.Options
+			scmd := syncerapp.NewCommand(func(_ context.Context, o syncerapp.Options) error { s = o; return nil })
+			scmd.SetArgs(args)
+			if err := scmd.ExecuteContext(t.Context()); err != nil {
+				t.Fatalf("secret-syncer args %v: %v", args, err)
+			}
+			wantConfig, _ := flagValue(args, configFlag)
+			wantBinDir, _ := flagValue(args, binDirFlag)
+			if wantConfig == "" || wantBinDir == "" || s.Providers.Config != wantConfig || s.Providers.BinDir != wantBinDir {
+				t.Errorf("secret-syncer provider options = %+v, want config %q, bin dir %q", s.Providers, wantConfig, wantBinDir)
+			}
+			// The syncer loads them as it does at start: the configuration decodes and
+			// validates, and the provider's binary is found in the bin dir.
+			plugins, err := s.Providers.Plugins()
+			if err != nil {
+				t.Fatalf("the secret-syncer refuses what the chart mounts: %v", err)
+			}
+			if plugins == nil || plugins.Config().Provider("ecr-credential-provider") == nil {
+				t.Errorf("the secret-syncer's providers lack ecr-credential-provider")
+			}
+
+			args = podArgs(p.webhook)
+			wcmd := webhookapp.NewCommand(
+				func(context.Context, webhookapp.Options) error { return nil },
+				func(context.Context, webhookapp.CandidatesOptions) error { return nil },
+			)
+			wcmd.SetArgs(args)
+			if err := wcmd.ExecuteContext(t.Context()); err != nil {
+				t.Fatalf("webhook args %v: %v", args, err)
+			}
+			want, _ := flagValue(args, configFlag)
+			if got := wcmd.Flags().Lookup("image-credential-provider-config"); got == nil || got.Value.String() != want {
+				t.Errorf("webhook --image-credential-provider-config = %v, want %s", got, want)
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, name, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, []byte(content), mode); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -48,6 +48,11 @@ type Release struct {
 	Namespace string
 	// Values are the user-supplied values, as a -f values file would give them.
 	Values map[string]any
+	// SkipSchemaValidation renders without values.schema.json, as `helm template
+	// --skip-schema-validation` does (to test the templates' own refusals).
+	SkipSchemaValidation bool
+	// KubeVersion is the cluster version the chart is rendered for; empty is [KubeVersion].
+	KubeVersion string
 }
 
 // Rendered is a rendered chart.
@@ -69,7 +74,11 @@ func Render(rel Release) (*Rendered, error) {
 	if err != nil {
 		return nil, err
 	}
-	kv, err := chartutil.ParseKubeVersion(KubeVersion)
+	version := rel.KubeVersion
+	if version == "" {
+		version = KubeVersion
+	}
+	kv, err := chartutil.ParseKubeVersion(version)
 	if err != nil {
 		return nil, fmt.Errorf("parsing kube version: %w", err)
 	}
@@ -80,6 +89,7 @@ func Render(rel Release) (*Rendered, error) {
 	install.ReleaseName = rel.Name
 	install.Namespace = rel.Namespace
 	install.KubeVersion = kv
+	install.SkipSchemaValidation = rel.SkipSchemaValidation
 	vals := rel.Values
 	if vals == nil {
 		vals = map[string]any{}

@@ -113,3 +113,116 @@ affinity:
               {{- include "kuik.selectorLabels" (dict "root" .root "component" .component) | nindent 14 }}
 {{- end }}
 {{- end }}
+
+{{/*
+Provider credentials (credentialProviders): on when a configuration is given, inline or as an
+existing ConfigMap. "true" or empty.
+*/}}
+{{- define "kuik.credentialProviders.enabled" -}}
+{{- with .Values.credentialProviders }}
+{{- if or .config .existingConfigMap }}true{{ end }}
+{{- end }}
+{{- end }}
+
+{{- define "kuik.credentialProviders.configMapName" -}}
+{{- default (printf "%s-credential-providers" (include "kuik.fullname" .)) .Values.credentialProviders.existingConfigMap }}
+{{- end }}
+
+{{/* Key of the ConfigMap holding the configuration. */}}
+{{- define "kuik.credentialProviders.configKey" -}}
+{{- if .Values.credentialProviders.existingConfigMap }}{{ .Values.credentialProviders.existingConfigMapKey }}{{ else }}config.yaml{{ end }}
+{{- end }}
+
+{{/* Where both components read the configuration. */}}
+{{- define "kuik.credentialProviders.configDir" -}}/etc/kuik/credential-providers{{- end }}
+{{- define "kuik.credentialProviders.configFile" -}}
+{{- include "kuik.credentialProviders.configDir" . }}/{{ include "kuik.credentialProviders.configKey" . }}
+{{- end }}
+
+{{/* The inline configuration as the file the kubelet reads, apiVersion and kind filled in. */}}
+{{- define "kuik.credentialProviders.configDocument" -}}
+{{- $doc := merge (deepCopy .Values.credentialProviders.config) (dict "apiVersion" "kubelet.config.k8s.io/v1" "kind" "CredentialProviderConfig") }}
+{{- toYaml $doc }}
+{{- end }}
+
+{{/* The plugin image reference: repository[:tag][@digest]. */}}
+{{- define "kuik.credentialProviders.image" -}}
+{{- with .Values.credentialProviders.binDir.image }}
+{{- .repository }}{{ with .tag }}:{{ . }}{{ end }}{{ with .digest }}@{{ . }}{{ end }}
+{{- end }}
+{{- end }}
+
+{{/* The secret-syncer's --image-credential-provider-bin-dir. */}}
+{{- define "kuik.credentialProviders.binDir" -}}
+{{- $b := .Values.credentialProviders.binDir }}
+{{- if and $b.image.repository (eq $b.image.mode "imageVolume") }}
+{{- clean (printf "/kuik/credential-provider-image/%s" $b.image.path) }}
+{{- else }}/kuik/credential-provider-bin{{ end }}
+{{- end }}
+
+{{/*
+The refusals of credentialProviders the schema cannot word clearly (and that hold even with
+--skip-schema-validation). Renders nothing.
+*/}}
+{{- define "kuik.credentialProviders.check" -}}
+{{- $c := .Values.credentialProviders }}
+{{- $b := $c.binDir }}
+{{- if and $c.config $c.existingConfigMap }}
+{{- fail "credentialProviders.config and credentialProviders.existingConfigMap are exclusive: set one" }}
+{{- end }}
+{{- if include "kuik.credentialProviders.enabled" . }}
+{{- if and $b.hostPath $b.image.repository }}
+{{- fail "credentialProviders.binDir.hostPath and credentialProviders.binDir.image.repository are exclusive: set exactly one plugin source" }}
+{{- end }}
+{{- if not (or $b.hostPath $b.image.repository) }}
+{{- fail "credentialProviders.config or credentialProviders.existingConfigMap needs the plugin binaries: set credentialProviders.binDir.hostPath or credentialProviders.binDir.image.repository" }}
+{{- end }}
+{{- if and $c.existingConfigMap (not $c.existingConfigMapKey) }}
+{{- fail "credentialProviders.existingConfigMapKey must name the key of credentialProviders.existingConfigMap holding the configuration" }}
+{{- end }}
+{{- if $b.image.repository }}
+{{- if not (or $b.image.tag $b.image.digest) }}
+{{- fail "credentialProviders.binDir.image needs a tag or a digest" }}
+{{- end }}
+{{- if not (has $b.image.mode (list "imageVolume" "initContainer")) }}
+{{- fail (printf "credentialProviders.binDir.image.mode %q: want imageVolume or initContainer" $b.image.mode) }}
+{{- end }}
+{{- if not (isAbs $b.image.path) }}
+{{- fail (printf "credentialProviders.binDir.image.path %q must be absolute" $b.image.path) }}
+{{- end }}
+{{- if and (eq $b.image.mode "imageVolume") (semverCompare "<1.33.0-0" .Capabilities.KubeVersion.Version) }}
+{{- fail (printf "credentialProviders.binDir.image.mode imageVolume needs Kubernetes 1.33 or later (image volumes are on by default from 1.35), not %s: use mode initContainer" .Capabilities.KubeVersion.Version) }}
+{{- end }}
+{{- if and (eq $b.image.mode "initContainer") (eq (clean $b.image.path) "/") }}
+{{- fail "credentialProviders.binDir.image.path must name the image's plugin directory, not /, with mode initContainer (everything below it is copied)" }}
+{{- end }}
+{{- end }}
+{{- else }}
+{{- if or $b.hostPath $b.image.repository }}
+{{- fail "credentialProviders.binDir is set but there is no configuration: set credentialProviders.config or credentialProviders.existingConfigMap, or unset credentialProviders.binDir" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The configuration volume of both Deployments (a list item). */}}
+{{- define "kuik.credentialProviders.configVolume" -}}
+- name: credential-provider-config
+  configMap:
+    name: {{ include "kuik.credentialProviders.configMapName" . }}
+    items:
+      - key: {{ include "kuik.credentialProviders.configKey" . }}
+        path: {{ include "kuik.credentialProviders.configKey" . }}
+{{- end }}
+
+{{- define "kuik.credentialProviders.configMount" -}}
+- name: credential-provider-config
+  mountPath: {{ include "kuik.credentialProviders.configDir" . }}
+  readOnly: true
+{{- end }}
+
+{{/* Pod annotation restarting both components when the inline configuration changes. */}}
+{{- define "kuik.credentialProviders.checksum" -}}
+{{- if .Values.credentialProviders.config }}
+kuik.enix.io/credential-providers-checksum: {{ include "kuik.credentialProviders.configDocument" . | sha256sum }}
+{{- end }}
+{{- end }}
