@@ -358,6 +358,84 @@ func TestInstall(t *testing.T) {
 		}
 	})
 
+	t.Run("upgrade with credential providers", func(t *testing.T) {
+		// An inline configuration, plugins from an image volume, token rights: accepted as
+		// rendered (the image volume kept, not dropped), PodSecurity (restricted) silent, the
+		// rights in force; and a node hostPath, which the API server warns restricted forbids.
+		values := providerValues(imageVolumeBinDir)
+		values["credentialProviders"].(map[string]any)["serviceAccountTokens"] = map[string]any{"enabled": true}
+		warn := &warnings{}
+		upgrade := action.NewUpgrade(helmConfig(t, warn))
+		upgrade.Namespace = ns
+		if _, err := upgrade.RunWithContext(t.Context(), "kuik", c, values); err != nil {
+			t.Fatalf("helm upgrade: %v", err)
+		}
+		for _, w := range warn.msgs {
+			t.Errorf("API server warning during the upgrade: %s", w)
+		}
+		cm, err := cs.CoreV1().ConfigMaps(ns).Get(t.Context(), providersConfigMap, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		decodeProviderConfig(t, cm.Data["config.yaml"])
+		d, err := cs.AppsV1().Deployments(ns).Get(t.Context(), "kuik-secret-syncer", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var image *corev1.ImageVolumeSource
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Image != nil {
+				image = v.Image
+			}
+		}
+		if image == nil || !strings.HasPrefix(image.Reference, "registry.example.com/plugins:v1@sha256:") {
+			t.Errorf("the stored secret-syncer Deployment has image volume %+v", image)
+		}
+		syncer := "system:serviceaccount:" + ns + ":kuik-secret-syncer"
+		for _, c := range []struct {
+			verb, resource, sub, in string
+			want                    bool
+		}{
+			{"create", "serviceaccounts", "token", "team-a", true},
+			{"get", "serviceaccounts", "", "team-a", true},
+			{"list", "serviceaccounts", "", "team-a", false},
+			{"create", "serviceaccounts", "", "team-a", false},
+		} {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:               syncer,
+				Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: c.verb, Resource: c.resource, Subresource: c.sub, Namespace: c.in, Name: "app"},
+			}}
+			got, err := cs.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), sar, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.Allowed != c.want {
+				t.Errorf("secret-syncer %s %s/%s in %s: allowed = %v, want %v", c.verb, c.resource, c.sub, c.in, got.Status.Allowed, c.want)
+			}
+		}
+
+		r, err := charts.Render(charts.Release{Name: "kuik", Namespace: ns, Values: providerValues(hostPathBinDir)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hostPath := r.Find("Deployment", "kuik-secret-syncer")
+		warn = &warnings{}
+		cfg := cp.Config()
+		cfg.WarningHandler = warn
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+		if _, err := dyn.Resource(res).Namespace(ns).Update(t.Context(), hostPath, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}); err != nil {
+			t.Fatalf("the API server refuses the hostPath Deployment: %v", err)
+		}
+		if len(warn.msgs) != 1 || !strings.Contains(warn.msgs[0], "restricted") || !strings.Contains(warn.msgs[0], "hostPath") {
+			t.Errorf("warnings on the hostPath Deployment = %q, want PodSecurity's restricted warning about hostPath", warn.msgs)
+		}
+	})
+
 	t.Run("uninstall", func(t *testing.T) {
 		if _, err := action.NewUninstall(helmConfig(t, &warnings{})).Run("kuik"); err != nil {
 			t.Fatalf("helm uninstall: %v", err)
