@@ -249,6 +249,29 @@ func TestCredentialProvidersInlineConfig(t *testing.T) {
 	}
 }
 
+// The webhook's configuration says what the nodes pull with credentials of their own: when
+// only kuik has the plugins (sameAsNodes false) the webhook is not given it; the syncer is.
+func TestCredentialProvidersNotOnTheNodes(t *testing.T) {
+	values := providerValues(imageVolumeBinDir)
+	values["credentialProviders"].(map[string]any)["sameAsNodes"] = false
+	r := render(t, values)
+	p := providerDeployments(t, r)
+	if _, ok := flagValue(p.syncerContainer().Args, configFlag); !ok {
+		t.Errorf("the secret-syncer lost its configuration: %v", p.syncerContainer().Args)
+	}
+	if r.Find("ConfigMap", providersConfigMap) == nil {
+		t.Error("no ConfigMap for the secret-syncer")
+	}
+	w := p.webhook.Spec.Template
+	if v, ok := flagValue(p.webhookContainer().Args, configFlag); ok || len(w.Spec.Volumes) != 1 || len(w.Spec.Containers[0].VolumeMounts) != 1 || len(w.Annotations) != 0 {
+		t.Errorf("webhook: %s=%q, volumes %v, annotations %v: want none of the configuration", configFlag, v, w.Spec.Volumes, w.Annotations)
+	}
+	// The default is what a node's own plugins (hostPath) mean: the webhook reads it.
+	if _, ok := flagValue(providerDeployments(t, render(t, providerValues(hostPathBinDir))).webhookContainer().Args, configFlag); !ok {
+		t.Error("by default the webhook is not given the configuration")
+	}
+}
+
 // tokenAttributes and the other optional fields pass through to the file unchanged.
 func TestCredentialProvidersConfigFields(t *testing.T) {
 	p := ecrProvider()

@@ -124,6 +124,11 @@ existing ConfigMap. "true" or empty.
 {{- end }}
 {{- end }}
 
+{{/* The webhook reads the configuration too: the nodes run the same providers. */}}
+{{- define "kuik.credentialProviders.webhook" -}}
+{{- if and (include "kuik.credentialProviders.enabled" .) .Values.credentialProviders.sameAsNodes }}true{{ end }}
+{{- end }}
+
 {{- define "kuik.credentialProviders.configMapName" -}}
 {{- default (printf "%s-credential-providers" (include "kuik.fullname" .)) .Values.credentialProviders.existingConfigMap }}
 {{- end }}
