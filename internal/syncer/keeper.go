@@ -1,0 +1,503 @@
+package syncer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+
+	"github.com/enix/kuik/internal/credentialprovider"
+	"github.com/enix/kuik/internal/metrics"
+	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
+)
+
+// keeper runs the credential-provider plugins for the provider entries of every routing
+// resource and keeps their answers fresh: in memory for Resolve, and in the kuik-provider-*
+// Secrets of the cluster resource namespace for the webhook's probes and for the next start.
+//
+// Each [Demand] is worked on by one worker at a time (a work queue): it is asked for at once
+// when it first appears (unless a kuik-provider-* Secret from an earlier run holds an unexpired
+// credential for it), then again at its renewal time; a plugin failure keeps the last good
+// credential until it expires and retries every ProviderRetry. Whenever the credential of a
+// demand changes (obtained, renewed, failed, expired), the Secret is written again if its
+// content changed and the resources using the demand are decided again, which re-applies the
+// pairs whose Secret holds it.
+type keeper struct {
+	plugins   *credentialprovider.Plugins
+	namespace string
+	core      corev1client.CoreV1Interface
+	now       func() time.Time
+	floor     time.Duration
+	retry     time.Duration
+	tokenTTL  time.Duration
+	// existing returns a Secret of the cluster resource namespace from the cache.
+	existing func(ctx context.Context, name string) (*corev1.Secret, bool)
+	// changed is told the resources using a demand whose answer changed.
+	changed func(ctx context.Context, users []ResourceKey)
+
+	queue   workqueue.TypedRateLimitingInterface[Demand]
+	secrets workqueue.TypedRateLimitingInterface[string]
+
+	// version changes whenever an answer changes, for the resource memo's fingerprint.
+	version atomic.Int64
+
+	mu      sync.Mutex
+	demands map[Demand]*demandState
+	// uses is the demands of each resource, as last read.
+	uses map[ResourceKey]map[Demand]string
+	// written is the hash of what was last applied, by Secret name.
+	written map[string]string
+}
+
+// demandState is what the keeper knows of one demand.
+type demandState struct {
+	// users and the auths key each uses (the entry's Key; entries of one demand share it unless
+	// they spell the path differently, then the first declared wins).
+	users map[ResourceKey]string
+	// reason and msg: a static reason (the plugin is never run), ProviderPending before the
+	// first answer, ProviderFailed when the plugin failed and nothing valid is left.
+	reason, msg string
+	cred        *Obtained
+	// failure is the last plugin error while cred is still valid ("" when the last run worked).
+	failure  string
+	failures int
+	static   bool
+}
+
+func newKeeper(cfg Config, core corev1client.CoreV1Interface) *keeper {
+	return &keeper{
+		plugins:   cfg.Plugins,
+		namespace: cfg.ClusterResourceNamespace,
+		core:      core,
+		now:       cfg.Clock.Now,
+		floor:     cfg.ProviderRenewFloor,
+		retry:     cfg.ProviderRetry,
+		tokenTTL:  cfg.ServiceAccountTokenTTL,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[Demand](),
+			workqueue.TypedRateLimitingQueueConfig[Demand]{Name: "secret-syncer-providers"}),
+		secrets: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "secret-syncer-provider-secrets"}),
+		demands: map[Demand]*demandState{},
+		uses:    map[ResourceKey]map[Demand]string{},
+		written: map[string]string{},
+	}
+}
+
+// config is the plugins' configuration, nil when none is given.
+func (k *keeper) config() *credentialprovider.Config {
+	if k == nil || k.plugins == nil {
+		return nil
+	}
+	return k.plugins.Config()
+}
+
+// use records the provider entries of a resource (nil for a resource gone): new demands are
+// asked for, demands no resource uses any more are dropped from their Secret.
+func (k *keeper) use(ctx context.Context, rk ResourceKey, r *Resource) {
+	next := map[Demand]string{}
+	if r != nil && r.Policy != v1alpha1.RewritePolicyNone {
+		for i := range r.Entries {
+			if d, ok := DemandOf(&r.Entries[i]); ok {
+				if _, dup := next[d]; !dup {
+					next[d] = r.Entries[i].Key
+				}
+			}
+		}
+	}
+	var ask []Demand
+	dirty := map[string]struct{}{}
+	k.mu.Lock()
+	prev := k.uses[rk]
+	if maps.Equal(prev, next) {
+		k.mu.Unlock()
+		return
+	}
+	if len(next) == 0 {
+		delete(k.uses, rk)
+	} else {
+		k.uses[rk] = next
+	}
+	for d := range prev {
+		if _, still := next[d]; still {
+			continue
+		}
+		if st := k.demands[d]; st != nil {
+			delete(st.users, rk)
+			if len(st.users) == 0 {
+				delete(k.demands, d)
+				dirty[d.SecretName()] = struct{}{}
+			}
+		}
+	}
+	for d, key := range next {
+		st := k.demands[d]
+		if st != nil {
+			if _, known := st.users[rk]; !known {
+				st.users[rk] = key
+			}
+			continue
+		}
+		st = &demandState{users: map[ResourceKey]string{rk: key}}
+		k.demands[d] = st
+		if reason, msg := StaticReason(k.config(), d); reason != "" {
+			st.reason, st.msg, st.static = reason, msg, true
+			continue
+		}
+		st.reason, st.msg = v1alpha1.ReasonProviderPending, fmt.Sprintf("provider %q has not answered yet for %q", d.Provider, d.Image)
+		if o := k.restored(ctx, d, key); o != nil {
+			st.cred, st.reason, st.msg = o, "", ""
+			k.queue.AddAfter(d, o.RenewAt.Sub(k.now()))
+			continue
+		}
+		ask = append(ask, d)
+	}
+	k.mu.Unlock()
+	k.version.Add(1)
+	for _, d := range ask {
+		k.queue.Add(d)
+	}
+	for name := range dirty {
+		k.secrets.Add(name)
+	}
+}
+
+// restored is the unexpired credential an earlier run kept for the demand, or nil.
+func (k *keeper) restored(ctx context.Context, d Demand, key string) *Obtained {
+	if k.existing == nil {
+		return nil
+	}
+	s, ok := k.existing(ctx, d.SecretName())
+	if !ok {
+		return nil
+	}
+	o := ParseProviderSecret(s)[key]
+	if o == nil || o.Image != d.Image || !o.Valid(k.now()) {
+		return nil
+	}
+	return o
+}
+
+// answer is Resolve's view of a provider entry.
+func (k *keeper) answer(e *Entry) ProviderAnswer {
+	d, ok := DemandOf(e)
+	if !ok {
+		return ProviderAnswer{}
+	}
+	if k == nil || k.plugins == nil {
+		reason, msg := StaticReason(nil, d)
+		return ProviderAnswer{Reason: reason, Message: msg}
+	}
+	now := k.now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	st := k.demands[d]
+	switch {
+	case st == nil:
+		if reason, msg := StaticReason(k.config(), d); reason != "" {
+			return ProviderAnswer{Reason: reason, Message: msg}
+		}
+		return ProviderAnswer{Reason: v1alpha1.ReasonProviderPending, Message: fmt.Sprintf("provider %q has not answered yet for %q", d.Provider, d.Image)}
+	case st.cred.Valid(now) && st.failure != "":
+		return ProviderAnswer{Auth: st.cred.Auth, OK: true, Reason: v1alpha1.ReasonProviderRenewalFailed,
+			Message: fmt.Sprintf("provider %q could not renew the credential for %q, which stays in use until %s: %s", d.Provider, d.Image, st.cred.ExpiresAt.UTC().Format(time.RFC3339), st.failure)}
+	case st.cred.Valid(now):
+		return ProviderAnswer{Auth: st.cred.Auth, OK: true}
+	case st.reason != "":
+		return ProviderAnswer{Reason: st.reason, Message: st.msg}
+	default:
+		return ProviderAnswer{Reason: v1alpha1.ReasonProviderFailed, Message: fmt.Sprintf("provider %q: the credential for %q expired", d.Provider, d.Image)}
+	}
+}
+
+// run works the queues until ctx ends.
+func (k *keeper) run(ctx context.Context, workers int) {
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for k.processDemand(ctx) {
+			}
+		})
+	}
+	wg.Go(func() {
+		for k.processSecret(ctx) {
+		}
+	})
+	<-ctx.Done()
+	k.queue.ShutDown()
+	k.secrets.ShutDown()
+	wg.Wait()
+}
+
+// dirtyAll queues every kuik-provider-* Secret known, so that one left by resources deleted
+// while no syncer ran is emptied.
+func (k *keeper) dirtyAll(names []string) {
+	for _, n := range names {
+		k.secrets.Add(n)
+	}
+	k.mu.Lock()
+	var known []string
+	for d := range k.demands {
+		known = append(known, d.SecretName())
+	}
+	k.mu.Unlock()
+	for _, n := range known {
+		k.secrets.Add(n)
+	}
+}
+
+func (k *keeper) processDemand(ctx context.Context) bool {
+	d, shutdown := k.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer k.queue.Done(d)
+	k.sync(ctx, d)
+	return true
+}
+
+// sync asks the plugin for a demand when it is due, and schedules the next time.
+func (k *keeper) sync(ctx context.Context, d Demand) {
+	log := logr.FromContextOrDiscard(ctx).WithValues("provider", d.Provider, "image", d.Image)
+	now := k.now()
+	k.mu.Lock()
+	st := k.demands[d]
+	if st == nil || st.static {
+		k.mu.Unlock()
+		return
+	}
+	if st.cred.Valid(now) && now.Before(st.cred.RenewAt) && st.failure == "" {
+		wait := st.cred.RenewAt.Sub(now)
+		k.mu.Unlock()
+		k.queue.AddAfter(d, wait)
+		return
+	}
+	var minValidity time.Duration
+	if st.cred != nil {
+		minValidity = st.cred.ExpiresAt.Sub(st.cred.RenewAt)
+	}
+	renewing := st.cred != nil
+	k.mu.Unlock()
+
+	cred, err := k.obtain(ctx, d, minValidity)
+	now = k.now()
+
+	k.mu.Lock()
+	st = k.demands[d]
+	if st == nil {
+		k.mu.Unlock()
+		return
+	}
+	var next time.Duration
+	if err != nil {
+		st.failures++
+		msg := err.Error()
+		log.Error(err, "credential provider failed", "failures", st.failures)
+		if st.cred.Valid(now) {
+			st.failure = msg
+			next = min(k.backoff(st.failures), st.cred.ExpiresAt.Sub(now))
+		} else {
+			st.cred, st.failure = nil, ""
+			st.reason, st.msg = v1alpha1.ReasonProviderFailed, fmt.Sprintf("provider %q: %s", d.Provider, msg)
+			next = k.backoff(st.failures)
+		}
+		if renewing {
+			metrics.ProviderRenewals.WithLabelValues(d.Provider, metrics.ResultError).Inc()
+		}
+	} else {
+		o := Schedule(cred, k.floor)
+		o.Image = d.Image
+		st.cred, st.failure, st.failures, st.reason, st.msg = &o, "", 0, "", ""
+		next = o.RenewAt.Sub(now)
+		if renewing {
+			metrics.ProviderRenewals.WithLabelValues(d.Provider, metrics.ResultSuccess).Inc()
+		}
+		log.V(1).Info("credential obtained", "expiresAt", o.ExpiresAt, "renewAt", o.RenewAt, "fromCache", cred.FromCache)
+	}
+	users := slices.Collect(maps.Keys(st.users))
+	k.mu.Unlock()
+
+	k.version.Add(1)
+	k.queue.AddAfter(d, max(next, time.Millisecond))
+	k.secrets.Add(d.SecretName())
+	if k.changed != nil {
+		k.changed(ctx, users)
+	}
+}
+
+// backoff is the wait before the n-th retry: ProviderRetry, doubling up to 8×.
+func (k *keeper) backoff(n int) time.Duration {
+	return k.retry * time.Duration(1<<min(max(n-1, 0), 3))
+}
+
+// obtain runs the provider for a demand, with a fresh service-account token when it takes one.
+func (k *keeper) obtain(ctx context.Context, d Demand, minValidity time.Duration) (credentialprovider.Credential, error) {
+	req := credentialprovider.Request{Image: d.Image, MinValidity: minValidity}
+	p := k.config().Provider(d.Provider)
+	if p != nil && p.TokenAttributes != nil && d.ServiceAccount != "" {
+		if err := k.serviceAccountToken(ctx, d, p.TokenAttributes, &req); err != nil {
+			return credentialprovider.Credential{}, err
+		}
+	}
+	return k.plugins.Get(ctx, d.Provider, req)
+}
+
+// serviceAccountToken fills the request with a token for the demand's ServiceAccount (the
+// provider's audience, ServiceAccountTokenTTL) and the annotations the provider asks for.
+func (k *keeper) serviceAccountToken(ctx context.Context, d Demand, ta *credentialprovider.TokenAttributes, req *credentialprovider.Request) error {
+	ref := d.serviceAccountRef()
+	sas := k.core.ServiceAccounts(ref.Namespace)
+	sa, err := sas.Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading service account %s: %w", d.ServiceAccount, err)
+	}
+	annotations := map[string]string{}
+	for _, key := range ta.RequiredAnnotationKeys {
+		v, ok := sa.Annotations[key]
+		if !ok {
+			return fmt.Errorf("service account %s lacks the annotation %q the provider requires", d.ServiceAccount, key)
+		}
+		annotations[key] = v
+	}
+	for _, key := range ta.OptionalAnnotationKeys {
+		if v, ok := sa.Annotations[key]; ok {
+			annotations[key] = v
+		}
+	}
+	tr, err := sas.CreateToken(ctx, ref.Name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{
+			Audiences:         []string{ta.Audience},
+			ExpirationSeconds: ptr.To(int64(k.tokenTTL / time.Second)),
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("requesting a token for service account %s: %w", d.ServiceAccount, err)
+	}
+	req.ServiceAccount = d.ServiceAccount + "/" + string(sa.UID)
+	req.ServiceAccountToken = tr.Status.Token
+	if len(annotations) > 0 {
+		req.ServiceAccountAnnotations = annotations
+	}
+	return nil
+}
+
+func (k *keeper) processSecret(ctx context.Context) bool {
+	name, shutdown := k.secrets.Get()
+	if shutdown {
+		return false
+	}
+	defer k.secrets.Done(name)
+	if err := k.writeSecret(ctx, name); err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "writing provider secret", "secret", name)
+		k.secrets.AddRateLimited(name)
+		return true
+	}
+	k.secrets.Forget(name)
+	return true
+}
+
+// writeSecret applies a kuik-provider-* Secret with the valid credentials of its demands, when
+// that changes what it holds.
+func (k *keeper) writeSecret(ctx context.Context, name string) error {
+	now := k.now()
+	creds := map[string]*Obtained{}
+	provider := ""
+	var earliest time.Time
+	k.mu.Lock()
+	for _, d := range slices.SortedFunc(maps.Keys(k.demands), compareDemands) {
+		if d.SecretName() != name {
+			continue
+		}
+		provider = d.Provider
+		st := k.demands[d]
+		if !st.cred.Valid(now) {
+			continue
+		}
+		key := firstKey(st.users)
+		if _, dup := creds[key]; dup {
+			continue
+		}
+		creds[key] = st.cred
+		if earliest.IsZero() || st.cred.ExpiresAt.Before(earliest) {
+			earliest = st.cred.ExpiresAt
+		}
+	}
+	prev := k.written[name]
+	k.mu.Unlock()
+
+	s, err := ProviderSecret(k.namespace, name, creds)
+	if err != nil {
+		return err
+	}
+	hash := dataHash(s.Data)
+	if prev == "" && k.existing != nil {
+		if cur, ok := k.existing(ctx, name); ok && isOurs(cur) {
+			prev = dataHash(cur.Data)
+		} else if !ok && len(creds) == 0 {
+			prev = hash // nothing there, nothing to keep: no empty Secret is created
+		}
+	}
+	if provider != "" {
+		if earliest.IsZero() {
+			metrics.ProviderCredentialExpiry.DeleteLabelValues(provider, name)
+		} else {
+			metrics.ProviderCredentialExpiry.WithLabelValues(provider, name).Set(float64(earliest.Unix()))
+		}
+	}
+	if hash == prev {
+		k.mu.Lock()
+		k.written[name] = hash
+		k.mu.Unlock()
+		return nil
+	}
+	if _, err := k.core.Secrets(k.namespace).Apply(ctx, ApplyConfiguration(s), metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+		metrics.ProviderSecretWrites.WithLabelValues(metrics.ResultError).Inc()
+		return fmt.Errorf("applying provider secret %s/%s: %w", k.namespace, name, err)
+	}
+	metrics.ProviderSecretWrites.WithLabelValues(metrics.ResultSuccess).Inc()
+	k.mu.Lock()
+	k.written[name] = hash
+	k.mu.Unlock()
+	return nil
+}
+
+// firstKey is the auths key of a demand: the one of its first user, in a stable order.
+func firstKey(users map[ResourceKey]string) string {
+	keys := slices.SortedFunc(maps.Keys(users), func(a, b ResourceKey) int { return strings.Compare(a.String(), b.String()) })
+	if len(keys) == 0 {
+		return ""
+	}
+	return users[keys[0]]
+}
+
+func compareDemands(a, b Demand) int {
+	return strings.Compare(a.Provider+"\x00"+a.ServiceAccount+"\x00"+a.Image, b.Provider+"\x00"+b.ServiceAccount+"\x00"+b.Image)
+}
+
+func isOurs(s *corev1.Secret) bool {
+	return s.Labels[v1alpha1.LabelManagedBy] == v1alpha1.ManagedBySecretSyncer && s.Type == corev1.SecretTypeDockerConfigJson
+}
+
+// dataHash identifies a Secret's data.
+func dataHash(data map[string][]byte) string {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

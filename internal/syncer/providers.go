@@ -1,0 +1,201 @@
+package syncer
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/enix/kuik/internal/credentialprovider"
+	"github.com/enix/kuik/internal/credentials"
+	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
+)
+
+// Provider credentials: the decisions (this file) and the keeper that runs the plugins and
+// keeps their results (keeper.go).
+//
+// An entry with auth.provider asks the provider for one image: the entry's LookupPath (the path
+// its candidates are probed and looked up with), normalized, without the trailing '/' of a
+// repositoryGroup or a mirror path — quay.io/acme for repositoryGroup quay.io/acme/,
+// registry.tld/mirror for a mirror destination registry.tld/mirror/. The kubelet asks about each
+// image it pulls; for a provider whose responses are keyed by Registry or Global (ECR, GCR and
+// ACR's are) the answer is the same, and for an Image-keyed provider the credential of the
+// group or mirror path is taken for every repository under it.
+//
+// The credential is kept in the kuik-provider-* Secret of the (provider, serviceAccountRef)
+// pair, in the cluster resource namespace, under the entry's auths key, so the webhook probes
+// the entry with exactly what the pods' Secrets get. A data key next to .dockerconfigjson
+// records, for each auths key, the image asked and when the credential was obtained, is to be
+// renewed and expires: the admission policy lets no one but the syncer change a reserved
+// Secret's data, so a restart can trust it and reuse what has not expired.
+
+// ProviderRecordKey is the data key of a kuik-provider-* Secret recording its credentials'
+// lifetimes.
+const ProviderRecordKey = "kuik-credentials.json"
+
+// Demand is what a provider entry asks a plugin for.
+type Demand struct {
+	Provider string
+	// ServiceAccount is "namespace/name", or "" without serviceAccountRef.
+	ServiceAccount string
+	// Image is the image the plugin is asked about.
+	Image string
+}
+
+// SecretName is the kuik-provider-* Secret the demand's credential is kept in.
+func (d Demand) SecretName() string {
+	return credentialprovider.SecretName(d.Provider, d.serviceAccountRef())
+}
+
+func (d Demand) serviceAccountRef() *v1alpha1.ServiceAccountReference {
+	if d.ServiceAccount == "" {
+		return nil
+	}
+	ns, name, _ := strings.Cut(d.ServiceAccount, "/")
+	return &v1alpha1.ServiceAccountReference{Namespace: ns, Name: name}
+}
+
+// DemandOf returns what a provider entry asks for; false for an entry without a provider.
+func DemandOf(e *Entry) (Demand, bool) {
+	if e.Auth == nil || e.Auth.Provider == nil {
+		return Demand{}, false
+	}
+	d := Demand{Provider: e.Auth.Provider.Name, Image: ProviderImage(e.LookupPath)}
+	if sa := e.Auth.Provider.ServiceAccountRef; sa != nil {
+		d.ServiceAccount = sa.Namespace + "/" + sa.Name
+	}
+	return d, true
+}
+
+// ProviderImage is the image a provider is asked about for an entry's LookupPath.
+func ProviderImage(lookupPath string) string {
+	p, err := credentials.NormalizePath(lookupPath)
+	if err != nil {
+		p = lookupPath
+	}
+	return strings.TrimSuffix(p, "/")
+}
+
+// StaticReason is why a demand cannot be served whatever a plugin would answer: the provider is
+// not configured, does not match the image, or needs a ServiceAccount the entry does not name.
+// It returns "" for a demand a plugin can serve.
+func StaticReason(cfg *credentialprovider.Config, d Demand) (reason, msg string) {
+	var p *credentialprovider.Provider
+	if cfg != nil {
+		p = cfg.Provider(d.Provider)
+	}
+	switch {
+	case p == nil:
+		if cfg == nil {
+			return v1alpha1.ReasonProviderNotConfigured, fmt.Sprintf("provider %q: the secret-syncer has no credential provider configuration (--image-credential-provider-config)", d.Provider)
+		}
+		return v1alpha1.ReasonProviderNotConfigured, fmt.Sprintf("provider %q is not in the secret-syncer's credential provider configuration", d.Provider)
+	case !p.Matches(d.Image):
+		return v1alpha1.ReasonProviderNotMatched, fmt.Sprintf("provider %q: its matchImages %q do not match %q", d.Provider, p.MatchImages, d.Image)
+	case p.TokenAttributes != nil && p.TokenAttributes.RequireServiceAccount && d.ServiceAccount == "":
+		return v1alpha1.ReasonServiceAccountRequired, fmt.Sprintf("provider %q requires a service account token: set auth.provider.serviceAccountRef", d.Provider)
+	}
+	return "", ""
+}
+
+// Obtained is a credential a plugin gave for a demand, with its lifetime as the syncer keeps it.
+type Obtained struct {
+	Auth credentials.AuthEntry `json:"-"`
+	// Image is the image asked about.
+	Image      string    `json:"image"`
+	ObtainedAt time.Time `json:"obtainedAt"`
+	// RenewAt is when the syncer asks again; ExpiresAt is when it stops using the credential.
+	RenewAt   time.Time `json:"renewAt"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// Valid reports whether the credential may still be used at now.
+func (o *Obtained) Valid(now time.Time) bool { return o != nil && now.Before(o.ExpiresAt) }
+
+// Schedule turns a plugin's answer into the syncer's lifetime: the credential expires when the
+// plugin's cache duration says (the response's, else the provider's default); a credential the
+// plugin asked not to cache (cacheDuration 0) is taken as valid for 2×floor. It is renewed when
+// a third of its lifetime is left, but never sooner than floor after it was obtained, so that
+// a short or zero duration does not turn into a loop (a lifetime under floor may then lapse
+// before its renewal).
+func Schedule(c credentialprovider.Credential, floor time.Duration) Obtained {
+	o := Obtained{Auth: c.Auth, ObtainedAt: c.ObtainedAt, ExpiresAt: c.ExpiresAt}
+	if o.ExpiresAt.IsZero() || !o.ExpiresAt.After(o.ObtainedAt) {
+		o.ExpiresAt = o.ObtainedAt.Add(2 * floor)
+	}
+	life := o.ExpiresAt.Sub(o.ObtainedAt)
+	o.RenewAt = o.ExpiresAt.Add(-life / 3)
+	if o.RenewAt.Sub(o.ObtainedAt) < floor {
+		o.RenewAt = o.ObtainedAt.Add(floor)
+	}
+	return o
+}
+
+// ProviderSecret is the kuik-provider-* Secret holding the valid credentials of one (provider,
+// ServiceAccount) pair, by auths key.
+func ProviderSecret(namespace, name string, creds map[string]*Obtained) (*corev1.Secret, error) {
+	auths := make(map[string]credentials.AuthEntry, len(creds))
+	for k, o := range creds {
+		auths[k] = o.Auth
+	}
+	data, err := credentials.Encode(auths)
+	if err != nil {
+		return nil, fmt.Errorf("encoding provider secret %s: %w", name, err)
+	}
+	rec, err := json.Marshal(creds)
+	if err != nil {
+		return nil, fmt.Errorf("encoding provider secret %s: %w", name, err)
+	}
+	return &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: namespace,
+			Labels:    map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBySecretSyncer},
+		},
+		Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: data, ProviderRecordKey: rec},
+	}, nil
+}
+
+// ParseProviderSecret reads back what [ProviderSecret] wrote: the credentials by auths key. An
+// entry whose record or credential is missing or does not parse is skipped.
+func ParseProviderSecret(s *corev1.Secret) map[string]*Obtained {
+	var rec map[string]*Obtained
+	if err := json.Unmarshal(s.Data[ProviderRecordKey], &rec); err != nil {
+		return nil
+	}
+	cfg, err := credentials.ParseSecret(s)
+	if err != nil {
+		return nil
+	}
+	entries := cfg.Entries()
+	out := map[string]*Obtained{}
+	for _, k := range slices.Sorted(maps.Keys(rec)) {
+		a, ok := entries[k]
+		if !ok || rec[k] == nil || a.Username == "" {
+			continue
+		}
+		o := *rec[k]
+		o.Auth = a
+		out[k] = &o
+	}
+	return out
+}
+
+// ProviderAnswer is the credential of a provider entry, or why there is none.
+type ProviderAnswer struct {
+	Auth credentials.AuthEntry
+	// OK: Auth is to be used. With OK, a Reason (ProviderRenewalFailed) is a warning: the
+	// credential is still valid but could not be renewed. Without OK, the entry is left out.
+	OK              bool
+	Reason, Message string
+}
+
+// ProviderLookup answers Resolve for a provider entry.
+type ProviderLookup func(e *Entry) ProviderAnswer
