@@ -20,4 +20,27 @@
 // ([credentials.MatchImage]): the image is normalized first ([NormalizeImage]: nginx:1.27 is
 // docker.io/library/nginx), then a pattern matches when it has the same number of host labels,
 // each matched as a glob, the same port, and a path that is a string prefix of the image's.
+//
+// # Exec
+//
+// [Plugins.Get] runs binDir/<provider name> as the kubelet does (pkg/credentialprovider/plugin/
+// plugin.go): the configured args; the process environment plus the configured env (which
+// wins); a CredentialProviderRequest of the configured apiVersion on stdin (image without tag or
+// digest, the service-account token and annotations for a provider with tokenAttributes); a
+// timeout, 1 minute by default, that kills the plugin's whole process group. Its stdout (at
+// most 1 MiB) is never logged nor put in an error, since it holds credentials; the last 4 KiB
+// of its stderr are. The response must have the request's apiVersion, kind
+// CredentialProviderResponse, a cacheKeyType of Image, Registry or Global, and no unknown field.
+// The credential returned is the one of the auth map's most specific key matching the image,
+// by the keyring rules of internal/credentials.
+//
+// # Cache
+//
+// As the kubelet's: a response is kept for its cacheDuration (absent: the provider's
+// defaultCacheDuration; 0: not kept) under the image (Image), its registry host (Registry) or
+// the provider (Global), within a service-account identity (the ServiceAccount and the
+// annotations passed; with tokenAttributes.cacheType Token, the token too). A lookup tries the
+// image, then the registry, then the global entry; [Request.MinValidity] skips entries about to
+// expire. Identical concurrent requests share one exec, stopped only when every caller waiting
+// for it has given up.
 package credentialprovider
