@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/enix/kuik/internal/credentials"
 	"github.com/enix/kuik/internal/testutil"
@@ -759,5 +762,41 @@ func TestGetRefusesTheTokenEchoedAsPasswordUnlessCachedPerToken(t *testing.T) {
 	c, err := f.plugins.Get(t.Context(), "fake", req)
 	if err != nil || c.Auth.Password != "the-token" {
 		t.Errorf("Get with cacheType Token = %v, %v; want the echoed token", c.Auth.Username, err)
+	}
+}
+
+func TestAPluginCredentialPullsFromARegistryThatAcceptsOnlyUnexpiredOnes(t *testing.T) {
+	reg := testutil.NewRegistryFunc(t, "127.0.0.1:0", fakeprovider.Check(testKey, nil))
+	reg.Username, reg.Password = fakeprovider.Username, fakeprovider.Mint(testKey, time.Now().Add(time.Hour))
+	image := reg.Push(t, "team/app:v1")
+
+	f := newFixture(t, nil, func(p *Provider) { p.MatchImages = []string{reg.Host} })
+	c := f.get(t, image)
+	if c.Key != reg.Host {
+		t.Errorf("credential key %q, want %q", c.Key, reg.Host)
+	}
+	ref, err := name.ParseReference(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pull := func(a credentials.AuthEntry) error {
+		_, err := remote.Head(ref, remote.WithContext(t.Context()),
+			remote.WithAuth(authn.FromConfig(authn.AuthConfig{Username: a.Username, Password: a.Password})))
+		return err
+	}
+	if err := pull(c.Auth); err != nil {
+		t.Errorf("pulling with the plugin's credential: %v", err)
+	}
+	refused := reg.Unauthorized()
+	expired := credentials.AuthEntry{Username: fakeprovider.Username, Password: fakeprovider.Mint(testKey, time.Now().Add(-time.Second))}
+	if err := pull(expired); err == nil {
+		t.Errorf("pulling with an expired credential succeeded")
+	}
+	forged := credentials.AuthEntry{Username: fakeprovider.Username, Password: fakeprovider.Mint([]byte("other key"), time.Now().Add(time.Hour))}
+	if err := pull(forged); err == nil {
+		t.Errorf("pulling with a credential of another key succeeded")
+	}
+	if reg.Unauthorized() == refused {
+		t.Errorf("the registry refused nothing")
 	}
 }

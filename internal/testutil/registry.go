@@ -40,8 +40,12 @@ const (
 type Registry struct {
 	// Host is host:port, the registry part of image references.
 	Host string
-	// Username and Password are required when set.
+	// Username and Password are required when set (and check is nil). With check, they are only
+	// the credential Push uses: set them to one that check accepts.
 	Username, Password string
+
+	// check, when set, decides which basic-auth credentials are accepted.
+	check func(user, pass string) bool
 
 	srv       *httptest.Server
 	behavior  atomic.Int32
@@ -62,7 +66,21 @@ func NewRegistry(t testing.TB, username, password string) *Registry {
 // NewRegistryAt is NewRegistry listening on addr (a node's address, for instance).
 func NewRegistryAt(t testing.TB, addr, username, password string) *Registry {
 	t.Helper()
-	r := &Registry{Username: username, Password: password, release: make(chan struct{})}
+	return newRegistry(t, addr, &Registry{Username: username, Password: password})
+}
+
+// NewRegistryFunc starts a registry on addr ("127.0.0.1:0" for any port) that accepts only the
+// basic-auth credentials check accepts, such as the unexpired ones of a fake credential
+// provider (fakeprovider.Verify). Push uses Username and Password: set them first.
+func NewRegistryFunc(t testing.TB, addr string, check func(user, pass string) bool) *Registry {
+	t.Helper()
+	return newRegistry(t, addr, &Registry{check: check})
+}
+
+// newRegistry starts r on addr.
+func newRegistry(t testing.TB, addr string, r *Registry) *Registry {
+	t.Helper()
+	r.release = make(chan struct{})
 	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	r.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if strings.Contains(req.URL.Path, "/manifests/") {
@@ -85,9 +103,9 @@ func NewRegistryAt(t testing.TB, addr, username, password string) *Registry {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
-		if r.Username != "" {
+		if r.check != nil || r.Username != "" {
 			u, p, ok := req.BasicAuth()
-			if !ok || u != r.Username || p != r.Password {
+			if !ok || !r.accepts(u, p) {
 				r.refused.Add(1)
 				w.Header().Set("WWW-Authenticate", `Basic realm="kuik-test"`)
 				w.Header().Set("Content-Type", "application/json")
@@ -108,6 +126,14 @@ func NewRegistryAt(t testing.TB, addr, username, password string) *Registry {
 	r.Host = strings.TrimPrefix(r.srv.URL, "http://")
 	t.Cleanup(r.Close)
 	return r
+}
+
+// accepts reports whether a basic-auth credential is accepted.
+func (r *Registry) accepts(user, pass string) bool {
+	if r.check != nil {
+		return r.check(user, pass)
+	}
+	return user == r.Username && pass == r.Password
 }
 
 // Close releases hung requests and stops the server.

@@ -140,6 +140,17 @@ func Verify(key []byte, password string, now time.Time) bool {
 	return hmac.Equal([]byte(mac), []byte(want)) && now.Before(time.Unix(exp, 0))
 }
 
+// Check returns a basic-auth check, for testutil.NewRegistryFunc, accepting only the
+// unexpired credentials the plugin mints with key, at the time now gives (nil: time.Now).
+func Check(key []byte, now func() time.Time) func(user, pass string) bool {
+	if now == nil {
+		now = time.Now
+	}
+	return func(user, pass string) bool {
+		return user == Username && Verify(key, pass, now())
+	}
+}
+
 // Expiry returns the expiry a minted password carries (without checking it).
 func Expiry(password string) (time.Time, bool) {
 	e, _, _ := strings.Cut(password, ".")
