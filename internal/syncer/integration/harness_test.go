@@ -32,6 +32,7 @@ import (
 	"github.com/enix/kuik/internal/syncer"
 	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/internal/testutil"
+	"github.com/enix/kuik/internal/testutil/fakeprovider"
 	"github.com/enix/kuik/internal/testutil/kuikenv"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -40,7 +41,9 @@ var cp *testenv.ControlPlane
 
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(logr.Discard())
-	os.Exit(testenv.Run(m, testenv.Options{GarbageCollection: true, CRDs: true}, &cp))
+	code := testenv.Run(m, testenv.Options{GarbageCollection: true, CRDs: true}, &cp)
+	fakeprovider.CleanupBuild()
+	os.Exit(code)
 }
 
 const (
