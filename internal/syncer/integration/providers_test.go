@@ -497,4 +497,3 @@ func hasEvent(evs []corev1.Event, reason string) bool {
 	}
 	return false
 }
-
