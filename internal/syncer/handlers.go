@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"context"
+	"strings"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -147,6 +148,9 @@ func (c *Controller) secretHandler(ctx context.Context) toolscache.ResourceEvent
 		m := objectMeta(obj)
 		if m == nil {
 			return
+		}
+		if strings.HasPrefix(m.GetName(), v1alpha1.ProviderSecretPrefix) {
+			c.providers.repair(m.GetName())
 		}
 		for _, rk := range c.resourceKeys(ctx) {
 			if c.references(ctx, rk, m.GetName()) {

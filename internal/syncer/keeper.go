@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/enix/kuik/internal/credentialprovider"
+	"github.com/enix/kuik/internal/credentials"
 	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -62,7 +63,12 @@ type keeper struct {
 	uses map[ResourceKey]map[Demand]string
 	// written is the hash of what was last applied, by Secret name.
 	written map[string]string
+	// inFlight counts the plugins running, by provider.
+	inFlight map[string]int
 }
+
+// maxExecsPerProvider bounds the plugins of one provider running at once.
+const maxExecsPerProvider = 2
 
 // demandState is what the keeper knows of one demand.
 type demandState struct {
@@ -92,9 +98,10 @@ func newKeeper(cfg Config, core corev1client.CoreV1Interface) *keeper {
 			workqueue.TypedRateLimitingQueueConfig[Demand]{Name: "secret-syncer-providers"}),
 		secrets: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "secret-syncer-provider-secrets"}),
-		demands: map[Demand]*demandState{},
-		uses:    map[ResourceKey]map[Demand]string{},
-		written: map[string]string{},
+		demands:  map[Demand]*demandState{},
+		uses:     map[ResourceKey]map[Demand]string{},
+		written:  map[string]string{},
+		inFlight: map[string]int{},
 	}
 }
 
@@ -186,7 +193,7 @@ func (k *keeper) restored(ctx context.Context, d Demand, key string) *Obtained {
 		return nil
 	}
 	o := ParseProviderSecret(s)[key]
-	if o == nil || o.Image != d.Image || !o.Valid(k.now()) {
+	if o == nil || o.Provider != d.Provider || o.ServiceAccount != d.ServiceAccount || o.Image != d.Image || !o.Valid(k.now()) {
 		return nil
 	}
 	return o
@@ -243,6 +250,15 @@ func (k *keeper) run(ctx context.Context, workers int) {
 	wg.Wait()
 }
 
+// repair queues a kuik-provider-* Secret that changed in the cluster (someone deleted or edited
+// it): it is compared with what it should hold and written again if they differ.
+func (k *keeper) repair(name string) {
+	k.mu.Lock()
+	delete(k.written, name)
+	k.mu.Unlock()
+	k.secrets.Add(name)
+}
+
 // dirtyAll queues every kuik-provider-* Secret known, so that one left by resources deleted
 // while no syncer ran is emptied.
 func (k *keeper) dirtyAll(names []string) {
@@ -286,6 +302,32 @@ func (k *keeper) sync(ctx context.Context, d Demand) {
 		k.queue.AddAfter(d, wait)
 		return
 	}
+	if st.cred != nil && !st.cred.Valid(now) {
+		// Expired before it could be renewed: out of every Secret now, not after the plugin
+		// answers (or hangs).
+		st.cred, st.failure = nil, ""
+		st.reason, st.msg = v1alpha1.ReasonProviderFailed, fmt.Sprintf("provider %q: the credential for %q expired before it could be renewed", d.Provider, d.Image)
+		users := slices.Collect(maps.Keys(st.users))
+		k.mu.Unlock()
+		k.version.Add(1)
+		k.secrets.Add(d.SecretName())
+		if k.changed != nil {
+			k.changed(ctx, users)
+		}
+		k.mu.Lock()
+		if st = k.demands[d]; st == nil {
+			k.mu.Unlock()
+			return
+		}
+	}
+	// A provider runs at most maxExecsPerProvider plugins at once, so that one that hangs
+	// holds the workers of no other provider: the others wait their turn here.
+	if k.inFlight[d.Provider] >= maxExecsPerProvider {
+		k.mu.Unlock()
+		k.queue.AddAfter(d, time.Second)
+		return
+	}
+	k.inFlight[d.Provider]++
 	var minValidity time.Duration
 	if st.cred != nil {
 		minValidity = st.cred.ExpiresAt.Sub(st.cred.RenewAt)
@@ -294,9 +336,21 @@ func (k *keeper) sync(ctx context.Context, d Demand) {
 	k.mu.Unlock()
 
 	cred, err := k.obtain(ctx, d, minValidity)
+	if err == nil {
+		// A credential that cannot be written is no answer: it would block its whole Secret.
+		if _, eerr := credentials.Encode(map[string]credentials.AuthEntry{"x": cred.Auth}); eerr != nil {
+			err = fmt.Errorf("the plugin's credential cannot be written: %w", eerr)
+		}
+	}
 	now = k.now()
 
 	k.mu.Lock()
+	k.inFlight[d.Provider]--
+	if ctx.Err() != nil {
+		// Shutting down (or leadership lost): not the plugin's failure.
+		k.mu.Unlock()
+		return
+	}
 	st = k.demands[d]
 	if st == nil {
 		k.mu.Unlock()
@@ -320,9 +374,10 @@ func (k *keeper) sync(ctx context.Context, d Demand) {
 		}
 	} else {
 		o := Schedule(cred, k.floor)
-		o.Image = d.Image
+		o.Provider, o.ServiceAccount, o.Image = d.Provider, d.ServiceAccount, d.Image
 		st.cred, st.failure, st.failures, st.reason, st.msg = &o, "", 0, "", ""
-		next = o.RenewAt.Sub(now)
+		// Wake at expiry too, should the floor put the renewal after it.
+		next = min(o.RenewAt.Sub(now), o.ExpiresAt.Sub(now))
 		if renewing {
 			metrics.ProviderRenewals.WithLabelValues(d.Provider, metrics.ResultSuccess).Inc()
 		}
@@ -415,14 +470,17 @@ func (k *keeper) processSecret(ctx context.Context) bool {
 func (k *keeper) writeSecret(ctx context.Context, name string) error {
 	now := k.now()
 	creds := map[string]*Obtained{}
-	provider := ""
+	provider, account := "", ""
 	var earliest time.Time
 	k.mu.Lock()
 	for _, d := range slices.SortedFunc(maps.Keys(k.demands), compareDemands) {
 		if d.SecretName() != name {
 			continue
 		}
-		provider = d.Provider
+		if provider != "" && (d.Provider != provider || d.ServiceAccount != account) {
+			continue // another pair whose Secret would have this name: never mixed in
+		}
+		provider, account = d.Provider, d.ServiceAccount
 		st := k.demands[d]
 		if !st.cred.Valid(now) {
 			continue

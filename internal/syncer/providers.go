@@ -106,9 +106,12 @@ func StaticReason(cfg *credentialprovider.Config, d Demand) (reason, msg string)
 // Obtained is a credential a plugin gave for a demand, with its lifetime as the syncer keeps it.
 type Obtained struct {
 	Auth credentials.AuthEntry `json:"-"`
-	// Image is the image asked about.
-	Image      string    `json:"image"`
-	ObtainedAt time.Time `json:"obtainedAt"`
+	// Provider, ServiceAccount and Image are the demand it was obtained for: a restart reuses
+	// it only for that very demand.
+	Provider       string    `json:"provider"`
+	ServiceAccount string    `json:"serviceAccount,omitempty"`
+	Image          string    `json:"image"`
+	ObtainedAt     time.Time `json:"obtainedAt"`
 	// RenewAt is when the syncer asks again; ExpiresAt is when it stops using the credential.
 	RenewAt   time.Time `json:"renewAt"`
 	ExpiresAt time.Time `json:"expiresAt"`

@@ -377,6 +377,12 @@ func TestRestartReusesUnexpiredProviderSecrets(t *testing.T) {
 		return nil
 	})
 	runs := p.requests(t)
+	// A provider Secret deleted while the syncer runs is written again at once, from memory.
+	ps := credentialprovider.SecretName(p.name, nil)
+	if err := e.cs.CoreV1().Secrets(crns).Delete(t.Context(), ps, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	secretHolds(t, e, crns, ps, map[string]string{p.registry.Host + "/acme/" + n: first})
 	stop()
 
 	startSyncer(t, providerOptions(t, p, 10*time.Second))
