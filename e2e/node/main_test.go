@@ -57,6 +57,9 @@ type world struct {
 	// down is an address of the node where nothing listens: an upstream that refuses
 	// connections.
 	down string
+	// provider is on the node's address and accepts only the fake credential provider's
+	// credentials; kuik is installed with that provider (provider_test.go).
+	provider *providerRegistry
 }
 
 var (
@@ -105,7 +108,17 @@ func setup(ctx context.Context, n *testnode.Node) (*world, error) {
 	if err := n.TrustPlainHTTP(w.down); err != nil {
 		return nil, err
 	}
-	if w.kuik, err = kuiknode.Install(ctx, n, kuiknode.Options{Registry: images.Host}); err != nil {
+	if w.provider, err = newProviderRegistry(testnode.NodeIP + ":0"); err != nil {
+		return nil, err
+	}
+	if err := n.TrustPlainHTTP(w.provider.Host); err != nil {
+		return nil, err
+	}
+	providerValues, err := w.provider.chartValues(ctx, images.Host)
+	if err != nil {
+		return nil, err
+	}
+	if w.kuik, err = kuiknode.Install(ctx, n, kuiknode.Options{Registry: images.Host, Values: providerValues}); err != nil {
 		return nil, err
 	}
 	for _, tm := range w.kuik.Timings {
