@@ -22,7 +22,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/enix/kuik/internal/credentialprovider"
-	"github.com/enix/kuik/internal/credentials"
 	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -165,7 +164,7 @@ func (k *keeper) use(ctx context.Context, rk ResourceKey, r *Resource) {
 			st.reason, st.msg, st.static = reason, msg, true
 			continue
 		}
-		st.reason, st.msg = v1alpha1.ReasonProviderPending, fmt.Sprintf("provider %q has not answered yet for %q", d.Provider, d.Image)
+		st.reason, st.msg = v1alpha1.ReasonProviderPending, pendingMessage(d)
 		if o := k.restored(ctx, d, key); o != nil {
 			st.cred, st.reason, st.msg = o, "", ""
 			k.queue.AddAfter(d, o.RenewAt.Sub(k.now()))
@@ -218,7 +217,7 @@ func (k *keeper) answer(e *Entry) ProviderAnswer {
 		if reason, msg := StaticReason(k.config(), d); reason != "" {
 			return ProviderAnswer{Reason: reason, Message: msg}
 		}
-		return ProviderAnswer{Reason: v1alpha1.ReasonProviderPending, Message: fmt.Sprintf("provider %q has not answered yet for %q", d.Provider, d.Image)}
+		return ProviderAnswer{Reason: v1alpha1.ReasonProviderPending, Message: pendingMessage(d)}
 	case st.cred.Valid(now) && st.failure != "":
 		return ProviderAnswer{Auth: st.cred.Auth, OK: true, Reason: v1alpha1.ReasonProviderRenewalFailed,
 			Message: fmt.Sprintf("provider %q could not renew the credential for %q, which stays in use until %s: %s", d.Provider, d.Image, st.cred.ExpiresAt.UTC().Format(time.RFC3339), st.failure)}
@@ -309,11 +308,7 @@ func (k *keeper) sync(ctx context.Context, d Demand) {
 		st.reason, st.msg = v1alpha1.ReasonProviderFailed, fmt.Sprintf("provider %q: the credential for %q expired before it could be renewed", d.Provider, d.Image)
 		users := slices.Collect(maps.Keys(st.users))
 		k.mu.Unlock()
-		k.version.Add(1)
-		k.secrets.Add(d.SecretName())
-		if k.changed != nil {
-			k.changed(ctx, users)
-		}
+		k.publish(ctx, d, users)
 		k.mu.Lock()
 		if st = k.demands[d]; st == nil {
 			k.mu.Unlock()
@@ -336,11 +331,9 @@ func (k *keeper) sync(ctx context.Context, d Demand) {
 	k.mu.Unlock()
 
 	cred, err := k.obtain(ctx, d, minValidity)
+	var o *Obtained
 	if err == nil {
-		// A credential that cannot be written is no answer: it would block its whole Secret.
-		if _, eerr := credentials.Encode(map[string]credentials.AuthEntry{"x": cred.Auth}); eerr != nil {
-			err = fmt.Errorf("the plugin's credential cannot be written: %w", eerr)
-		}
+		o, err = Keep(d, cred, k.floor)
 	}
 	now = k.now()
 
@@ -373,9 +366,7 @@ func (k *keeper) sync(ctx context.Context, d Demand) {
 			metrics.ProviderRenewals.WithLabelValues(d.Provider, metrics.ResultError).Inc()
 		}
 	} else {
-		o := Schedule(cred, k.floor)
-		o.Provider, o.ServiceAccount, o.Image = d.Provider, d.ServiceAccount, d.Image
-		st.cred, st.failure, st.failures, st.reason, st.msg = &o, "", 0, "", ""
+		st.cred, st.failure, st.failures, st.reason, st.msg = o, "", 0, "", ""
 		// Wake at expiry too, should the floor put the renewal after it.
 		next = min(o.RenewAt.Sub(now), o.ExpiresAt.Sub(now))
 		if renewing {
@@ -386,8 +377,14 @@ func (k *keeper) sync(ctx context.Context, d Demand) {
 	users := slices.Collect(maps.Keys(st.users))
 	k.mu.Unlock()
 
-	k.version.Add(1)
 	k.queue.AddAfter(d, max(next, time.Millisecond))
+	k.publish(ctx, d, users)
+}
+
+// publish tells of a demand whose answer changed: the resource memo's fingerprint moves, its
+// Secret is written again if its content changed, and its users are decided again.
+func (k *keeper) publish(ctx context.Context, d Demand, users []ResourceKey) {
+	k.version.Add(1)
 	k.secrets.Add(d.SecretName())
 	if k.changed != nil {
 		k.changed(ctx, users)

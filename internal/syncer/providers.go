@@ -139,6 +139,23 @@ func Schedule(c credentialprovider.Credential, floor time.Duration) Obtained {
 	return o
 }
 
+// Keep is what the syncer keeps of a plugin's answer for a demand: the credential scheduled by
+// [Schedule] and labelled with the demand. A credential that would not encode is no answer (it
+// would block every other credential of its Secret): an error.
+func Keep(d Demand, c credentialprovider.Credential, floor time.Duration) (*Obtained, error) {
+	if _, err := credentials.Encode(map[string]credentials.AuthEntry{"x": c.Auth}); err != nil {
+		return nil, fmt.Errorf("the plugin's credential cannot be written: %w", err)
+	}
+	o := Schedule(c, floor)
+	o.Provider, o.ServiceAccount, o.Image = d.Provider, d.ServiceAccount, d.Image
+	return &o, nil
+}
+
+// pendingMessage says a demand's plugin has not answered yet.
+func pendingMessage(d Demand) string {
+	return fmt.Sprintf("provider %q has not answered yet for %q", d.Provider, d.Image)
+}
+
 // ProviderSecret is the kuik-provider-* Secret holding the valid credentials of one (provider,
 // ServiceAccount) pair, by auths key.
 func ProviderSecret(namespace, name string, creds map[string]*Obtained) (*corev1.Secret, error) {

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/enix/kuik/internal/credentialprovider"
-	"github.com/enix/kuik/internal/credentials"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
@@ -127,13 +126,12 @@ func RenderProviders(ctx context.Context, plugins *credentialprovider.Plugins, r
 				an.a = ProviderAnswer{Reason: v1alpha1.ReasonProviderFailed, Message: fmt.Sprintf("provider %q: %v", d.Provider, err)}
 				continue
 			}
-			if _, err := credentials.Encode(map[string]credentials.AuthEntry{"x": c.Auth}); err != nil {
-				an.a = ProviderAnswer{Reason: v1alpha1.ReasonProviderFailed, Message: fmt.Sprintf("provider %q: the plugin's credential cannot be written: %v", d.Provider, err)}
+			o, err := Keep(d, c, floor)
+			if err != nil {
+				an.a = ProviderAnswer{Reason: v1alpha1.ReasonProviderFailed, Message: fmt.Sprintf("provider %q: %v", d.Provider, err)}
 				continue
 			}
-			o := Schedule(c, floor)
-			o.Provider, o.ServiceAccount, o.Image = d.Provider, d.ServiceAccount, d.Image
-			an.o = &o
+			an.o = o
 			an.a = ProviderAnswer{Auth: o.Auth, OK: true}
 		}
 	}
