@@ -176,7 +176,7 @@ func (c *Controller) storePair(k PairKey, st *pairState, statusChanged, recordCh
 		c.statusQueue.AddAfter(k.resource(), c.cfg.StatusDelay)
 	}
 	if recordChanged {
-		c.recordQueue.AddAfter(k.resource(), c.cfg.Debounce)
+		c.recordChanged(k.resource())
 	}
 }
 
@@ -190,7 +190,7 @@ func (c *Controller) forgetPair(k PairKey) {
 	if known {
 		c.statusQueue.AddAfter(k.resource(), c.cfg.StatusDelay)
 		if len(st.usage) > 0 {
-			c.recordQueue.AddAfter(k.resource(), c.cfg.Debounce)
+			c.recordChanged(k.resource())
 		}
 	}
 }
@@ -209,6 +209,7 @@ func (c *Controller) forgetResource(rk ResourceKey) {
 	delete(c.memo, rk)
 	delete(c.emitted, rk)
 	delete(c.records, rk)
+	delete(c.recordDirty, rk)
 	metrics.SyncerPairs.Set(float64(len(c.pairs)))
 	c.providers.use(context.Background(), rk, nil)
 }
@@ -233,6 +234,6 @@ func (c *Controller) forgetNamespace(ns string) {
 		c.statusQueue.AddAfter(rk, c.cfg.StatusDelay)
 	}
 	for _, rk := range recorded {
-		c.recordQueue.AddAfter(rk, c.cfg.Debounce)
+		c.recordChanged(rk)
 	}
 }

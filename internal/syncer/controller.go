@@ -42,9 +42,12 @@ type Config struct {
 	// ResyncPeriod re-applies every pair, whatever the hash says, restoring Secrets someone
 	// else deleted or edited (default 10 minutes).
 	ResyncPeriod time.Duration
-	// Debounce collapses the events of one pair within this window into one apply, and the
-	// changes of one resource's retention record into one write (default 200ms).
+	// Debounce collapses the events of one pair within this window into one apply (default 200ms).
 	Debounce time.Duration
+	// RecordDelay collapses the changes of one resource's retention record into one write
+	// (default Debounce). A graceful stop writes the pending ones; a crash loses at most
+	// this window of uses.
+	RecordDelay time.Duration
 	// Workers apply concurrently (default 16).
 	Workers int
 	// StatusDelay collapses status writes of one resource (default 1s).
@@ -74,6 +77,9 @@ func (c *Config) defaults() {
 	}
 	if c.Debounce == 0 {
 		c.Debounce = 200 * time.Millisecond
+	}
+	if c.RecordDelay == 0 {
+		c.RecordDelay = c.Debounce
 	}
 	if c.Workers <= 0 {
 		c.Workers = 16
@@ -130,6 +136,9 @@ type Controller struct {
 	memo    map[ResourceKey]*memoEntry
 	emitted map[ResourceKey]map[LeftOut]struct{}
 	records map[ResourceKey]*recordState
+	// recordDirty holds the resources whose retention record waits for its debounce: a
+	// graceful stop writes them before the lease is released.
+	recordDirty map[ResourceKey]struct{}
 
 	// providers keeps the provider credentials.
 	providers *keeper
@@ -158,6 +167,8 @@ func NewController(cfg Config, c cache.Cache, core corev1client.CoreV1Interface,
 		memo:      map[ResourceKey]*memoEntry{},
 		emitted:   map[ResourceKey]map[LeftOut]struct{}{},
 		records:   map[ResourceKey]*recordState{},
+
+		recordDirty: map[ResourceKey]struct{}{},
 	}
 	ctrl.providers = newKeeper(cfg, core)
 	ctrl.providers.existing = ctrl.secret
@@ -257,6 +268,11 @@ loop:
 	c.statusQueue.ShutDown()
 	c.recordQueue.ShutDown()
 	wg.Wait()
+	// Run returns before the manager releases the lease: the next leader restores what this
+	// one decided last, also the uses still waiting for their debounce.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordFlushTimeout)
+	defer cancel()
+	c.flushRecords(fctx)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package syncer
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -81,6 +82,33 @@ func (c *Controller) restoreRecords(ctx context.Context) {
 	log.Info("restored retention records", "records", len(records), "pairs", pairs)
 }
 
+// recordFlushTimeout bounds the writes of a graceful stop's pending retention records.
+const recordFlushTimeout = 5 * time.Second
+
+// recordChanged marks a resource's retention record as to be written after the debounce.
+func (c *Controller) recordChanged(rk ResourceKey) {
+	c.mu.Lock()
+	c.recordDirty[rk] = struct{}{}
+	c.mu.Unlock()
+	c.recordQueue.AddAfter(rk, c.cfg.RecordDelay)
+}
+
+// flushRecords writes the retention records still waiting for their debounce or a retry.
+func (c *Controller) flushRecords(ctx context.Context) {
+	c.mu.Lock()
+	pending := slices.Collect(maps.Keys(c.recordDirty))
+	c.mu.Unlock()
+	log := logr.FromContextOrDiscard(ctx)
+	for _, rk := range pending {
+		if err := c.syncRecord(ctx, rk); err != nil {
+			log.Error(err, "writing retention record at stop: the next leader retains from the live pods", "kind", rk.Kind, "name", rk.Name)
+		}
+	}
+	if len(pending) > 0 {
+		log.Info("wrote pending retention records at stop", "records", len(pending))
+	}
+}
+
 func (c *Controller) processRecord(ctx context.Context) bool {
 	rk, shutdown := c.recordQueue.Get()
 	if shutdown {
@@ -108,6 +136,7 @@ func (c *Controller) syncRecord(ctx context.Context, rk ResourceKey) error {
 	}
 	usage := map[string]Usage{}
 	c.mu.Lock()
+	delete(c.recordDirty, rk)
 	for k, st := range c.pairs {
 		if k.resource() == rk && st.uid == r.UID && len(st.usage) > 0 {
 			usage[k.Namespace] = st.usage
@@ -130,6 +159,9 @@ func (c *Controller) syncRecord(ctx context.Context, rk ResourceKey) error {
 		return nil
 	}
 	if _, err := c.core.ConfigMaps(c.cfg.ClusterResourceNamespace).Apply(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+		c.mu.Lock()
+		c.recordDirty[rk] = struct{}{}
+		c.mu.Unlock()
 		metrics.SyncerRetentionWrites.WithLabelValues(metrics.ResultError).Inc()
 		return fmt.Errorf("applying retention record %s/%s: %w", c.cfg.ClusterResourceNamespace, *ac.Name, err)
 	}

@@ -197,6 +197,9 @@ func TestRetentionSurvivesRestart(t *testing.T) {
 
 // Retention survives a leader change too, and the retention window expiring drops the entry on
 // its own, without a resync or any event: leader and standby, real clock, a short retention.
+// The leader's retention record waits an hour to be written, so the standby can only learn of
+// A from what the leader writes as it stops (a leader stopped within the record's delay lost
+// the retention before).
 func TestRetentionSurvivesLeaderChangeAndExpires(t *testing.T) {
 	e := harness(t)
 	f := newRetentionFixture(t, e)
@@ -207,10 +210,15 @@ func TestRetentionSurvivesLeaderChangeAndExpires(t *testing.T) {
 	opts.LeaderElectionID = f.n
 	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = 3*time.Second, 2*time.Second, 200*time.Millisecond
 
-	stopLeader := startSyncer(t, opts)
+	leaderOpts := *opts
+	leaderOpts.RecordDelay = time.Hour
+	stopLeader := startSyncer(t, &leaderOpts)
 	f.createPods(t, e)
 	secretHolds(t, e, f.busy, f.secret, bothAB)
 	secretHolds(t, e, f.quiet, f.secret, entryA)
+	if _, err := record(t.Context(), e, f.n); err == nil {
+		t.Fatal("the leader wrote its retention record before its delay: inconclusive")
+	}
 	var standby appliedLog
 	startSyncerWith(t, opts, cp.ConfigAsServiceAccount(crns, serviceAccount), standby.observe)
 
