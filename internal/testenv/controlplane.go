@@ -71,6 +71,12 @@ type ControlPlane struct {
 	admin     *rest.Config
 	etcd      *process
 	apiserver *process
+	// apiBin and apiArgs start kube-apiserver again on the same etcd, ports and files
+	// (RestartAPIServer); restarts counts those restarts, naming their logs.
+	apiBin   string
+	apiArgs  []string
+	apiURL   string
+	restarts int
 	kcm       *process
 	scheduler *process
 }
@@ -214,7 +220,8 @@ func start(ctx context.Context, assets string, opts Options) (cp *ControlPlane, 
 		)
 	}
 	args = append(args, opts.APIServerArgs...)
-	cp.apiserver, err = startProcess("kube-apiserver", filepath.Join(assets, "kube-apiserver"), filepath.Join(dir, "kube-apiserver.log"), opts.Detached, args...)
+	cp.apiBin, cp.apiArgs, cp.apiURL = filepath.Join(assets, "kube-apiserver"), args, apiURL
+	cp.apiserver, err = startProcess("kube-apiserver", cp.apiBin, filepath.Join(dir, "kube-apiserver.log"), opts.Detached, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -226,11 +233,7 @@ func start(ctx context.Context, assets string, opts Options) (cp *ControlPlane, 
 		QPS:   -1,
 		Burst: -1,
 	}
-	rt, err := rest.TransportFor(cp.admin)
-	if err != nil {
-		return nil, fmt.Errorf("building admin transport: %w", err)
-	}
-	if err := cp.apiserver.waitFor(ctx, 90*time.Second, httpOK(&http.Client{Transport: rt, Timeout: 5 * time.Second}, apiURL+"/readyz")); err != nil {
+	if err := cp.waitAPIServer(ctx); err != nil {
 		return nil, err
 	}
 
@@ -318,6 +321,50 @@ func (cp *ControlPlane) Stop() {
 		_ = os.RemoveAll(cp.Dir)
 		cp.Dir = ""
 	}
+}
+
+// waitAPIServer waits until kube-apiserver answers /readyz.
+func (cp *ControlPlane) waitAPIServer(ctx context.Context) error {
+	rt, err := rest.TransportFor(cp.admin)
+	if err != nil {
+		return fmt.Errorf("building admin transport: %w", err)
+	}
+	return cp.apiserver.waitFor(ctx, 90*time.Second, httpOK(&http.Client{Transport: rt, Timeout: 5 * time.Second}, cp.apiURL+"/readyz"))
+}
+
+// KillAPIServer kills kube-apiserver with SIGKILL (its whole process group) and waits until it
+// has exited; etcd and the other processes keep running. RestartAPIServer starts it again.
+func (cp *ControlPlane) KillAPIServer() error {
+	if cp.apiserver == nil {
+		return errors.New("kube-apiserver is not running")
+	}
+	if err := syscall.Kill(-cp.apiserver.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("killing kube-apiserver: %w", err)
+	}
+	<-cp.apiserver.exited
+	cp.apiserver = nil
+	return nil
+}
+
+// RestartAPIServer starts kube-apiserver again, after KillAPIServer, with the same flags: the
+// same etcd, port, certificates and service-account keys, so clients and tokens of the first
+// one keep working. It waits until /readyz answers; its log is kube-apiserver-<n>.log.
+func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
+	if cp.apiserver != nil {
+		return errors.New("kube-apiserver is still running: call KillAPIServer first")
+	}
+	cp.restarts++
+	p, err := startProcess("kube-apiserver", cp.apiBin, filepath.Join(cp.Dir, fmt.Sprintf("kube-apiserver-%d.log", cp.restarts)), cp.detached, cp.apiArgs...)
+	if err != nil {
+		return err
+	}
+	cp.apiserver = p
+	if cp.detached {
+		if err := AppendPids(cp.Dir, strconv.Itoa(p.cmd.Process.Pid)); err != nil {
+			return err
+		}
+	}
+	return cp.waitAPIServer(ctx)
 }
 
 // Config is an admin (system:masters) client config.

@@ -281,3 +281,43 @@ func TestMutatingWebhookIsCalledOnPodCreate(t *testing.T) {
 		t.Error("webhook server saw no call")
 	}
 }
+
+// kube-apiserver killed and started again keeps the same etcd and port: what was written
+// before is there, and a client built before the kill works again, unchanged.
+func TestAPIServerKillAndRestart(t *testing.T) {
+	own, err := testenv.Start(t.Context(), testenv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(own.Stop)
+	cs, err := kubernetes.NewForConfig(own.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before-kill", Namespace: "default"}, Data: map[string]string{"k": "v"}}
+	if _, err := cs.CoreV1().ConfigMaps("default").Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := own.KillAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	_, err = cs.CoreV1().ConfigMaps("default").Get(ctx, cm.Name, metav1.GetOptions{})
+	cancel()
+	if err == nil {
+		t.Fatal("the API server answered after it was killed")
+	}
+	if err := own.RestartAPIServer(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cs.CoreV1().ConfigMaps("default").Get(t.Context(), cm.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("after the restart: %v", err)
+	}
+	if got.Data["k"] != "v" {
+		t.Errorf("after the restart the ConfigMap holds %v, want k=v", got.Data)
+	}
+	if err := own.RestartAPIServer(t.Context()); err == nil {
+		t.Error("RestartAPIServer while it runs: no error")
+	}
+}
