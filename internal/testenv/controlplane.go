@@ -73,10 +73,10 @@ type ControlPlane struct {
 	apiserver *process
 	// apiBin and apiArgs start kube-apiserver again on the same etcd, ports and files
 	// (RestartAPIServer); restarts counts those restarts, naming their logs.
-	apiBin   string
-	apiArgs  []string
-	apiURL   string
-	restarts int
+	apiBin    string
+	apiArgs   []string
+	apiURL    string
+	restarts  int
 	kcm       *process
 	scheduler *process
 }
