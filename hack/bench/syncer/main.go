@@ -1,19 +1,28 @@
 // Command syncer benchmarks the secret-syncer on a local control plane (internal/testenv):
 //
-//  1. convergence: time for one Always resource to reach N namespaces, against a bare client
-//     doing the same N server-side applies with the same concurrency (the floor);
+//  1. convergence: time for R Always resources to reach N namespaces, against a bare client
+//     doing the same R×N server-side applies with the same concurrency (the floor); every
+//     Secret is then checked (present in every namespace, exactly the expected content);
 //  2. writes during an unchanged resync: apply requests sent and objects actually written
 //     (watch MODIFIED events), for the periodic forced resync and for an event storm that
 //     re-decides every pair;
 //  3. OnFailure latency: pod admitted → Secret present, p50/p99;
-//  4. memory: RSS of the secret-syncer binary (a subprocess) with P pods of which R rewritten.
+//  4. a peer (-peer-cmd, -peer-secret; peer.go): on the same API server and namespaces, the
+//     time until a peer's Secret exists in every namespace and the Secret writes it makes while
+//     nothing changes, next to kuik's and the floor's;
+//  5. memory: RSS of the secret-syncer binary (a subprocess) with P pods, spread over the N
+//     namespaces, of which W rewritten.
 //
-// It prints figures and ratios; it asserts nothing. Run it with go run ./hack/bench/syncer.
+// It prints figures and ratios and asserts nothing about them; it exits non-zero when an outcome
+// is wrong (a Secret missing or with the wrong content, a peer that never converges). Run it
+// with go run ./hack/bench/syncer; the defaults take a few minutes, the issue 11 sizes are
+// -namespaces 10000 -resources 3 -pods 50000 -rewritten 2000.
 package main
 
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -54,23 +63,49 @@ import (
 const crns = "kuik-system"
 
 var (
-	flagNamespaces = flag.Int("namespaces", 2000, "namespaces for the Always convergence")
-	flagWorkers    = flag.Int("workers", 16, "syncer workers, and the floor's concurrency")
-	flagPods       = flag.Int("pods", 20000, "pods for the memory measure (0 skips it)")
-	flagRewritten  = flag.Int("rewritten", 1000, "of which rewritten by an OnFailure resource")
-	flagSamples    = flag.Int("latency-samples", 200, "OnFailure latency samples")
-	flagDebounce   = flag.Duration("debounce", 200*time.Millisecond, "syncer debounce")
-	flagResync     = flag.Duration("resync", time.Minute, "syncer resync period (phase 2 waits for one)")
-	flagCPUProfile = flag.String("cpuprofile", "", "write a CPU profile of the convergence phase (syncer in-process) to this file")
+	flagNamespaces    = flag.Int("namespaces", 2000, "namespaces for the Always convergence (the pods go there too)")
+	flagResources     = flag.Int("resources", 3, "Always resources, each reaching every namespace")
+	flagWorkers       = flag.Int("workers", 16, "syncer workers, and the floor's concurrency")
+	flagCreateWorkers = flag.Int("create-workers", 32, "concurrency of the object creation (namespaces, pods), not measured")
+	flagPods          = flag.Int("pods", 20000, "pods for the memory measure (0 skips it)")
+	flagRewritten     = flag.Int("rewritten", 1000, "of which rewritten by an OnFailure resource")
+	flagSamples       = flag.Int("latency-samples", 200, "OnFailure latency samples")
+	flagDebounce      = flag.Duration("debounce", 200*time.Millisecond, "syncer debounce")
+	flagResync        = flag.Duration("resync", time.Minute, "syncer resync period (phase 2 waits for one)")
+	flagCPUProfile    = flag.String("cpuprofile", "", "write a CPU profile of the convergence phase (syncer in-process) to this file")
+	flagPeerCmd       = flag.String("peer-cmd", "", "a peer to compare with, run through sh -c with KUBECONFIG set (see peer.go)")
+	flagPeerSecret    = flag.String("peer-secret", "", "the Secret the peer writes in every namespace (required with -peer-cmd)")
+	flagPeerQuiet     = flag.Duration("peer-quiet", 30*time.Second, "quiet window over which kuik's and the peer's writes are counted")
+	flagPeerTimeout   = flag.Duration("peer-timeout", 15*time.Minute, "how long the peer may take to reach every namespace")
 )
 
 func main() {
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
+	if *flagPeerCmd != "" && *flagPeerSecret == "" {
+		fmt.Fprintln(os.Stderr, "bench: -peer-secret is required with -peer-cmd")
+		os.Exit(2)
+	}
 	if err := run(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+// bench holds what the phases share.
+type bench struct {
+	cp     *testenv.ControlPlane
+	admin  *rest.Config
+	cs     kubernetes.Interface // JSON, as the syncer's own client: the floor
+	create kubernetes.Interface // protobuf, for the objects the phases need (not measured)
+	cl     client.Client
+	names  []string // the Always namespaces
+	data   []byte   // the .dockerconfigjson every Always Secret holds
+}
+
+// timeout grows with the work: a minute plus 20ms per object.
+func timeout(objects int) time.Duration {
+	return time.Minute + time.Duration(objects)*20*time.Millisecond
 }
 
 func run(ctx context.Context) error {
@@ -81,21 +116,26 @@ func run(ctx context.Context) error {
 	}
 	defer cp.Stop()
 	fmt.Printf("control plane ready in %s\n", time.Since(start).Round(time.Millisecond))
-	admin := cp.Config()
-	admin.QPS, admin.Burst = -1, 0
-	cs, err := kubernetes.NewForConfig(admin)
-	if err != nil {
+	b := &bench{cp: cp, admin: cp.Config()}
+	b.admin.QPS, b.admin.Burst = -1, 0
+	if b.cs, err = kubernetes.NewForConfig(b.admin); err != nil {
+		return err
+	}
+	pcfg := rest.CopyConfig(b.admin)
+	pcfg.ContentType = "application/vnd.kubernetes.protobuf"
+	pcfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	if b.create, err = kubernetes.NewForConfig(pcfg); err != nil {
 		return err
 	}
 	scheme, err := syncer.Scheme()
 	if err != nil {
 		return err
 	}
-	cl, err := client.New(admin, client.Options{Scheme: scheme})
-	if err != nil {
+	if b.cl, err = client.New(b.admin, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
-	if err := installCRDs(ctx, admin); err != nil {
+	cs := b.cs
+	if err := installCRDs(ctx, b.admin); err != nil {
 		return err
 	}
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: crns}}, metav1.CreateOptions{}); err != nil {
@@ -111,41 +151,34 @@ func run(ctx context.Context) error {
 	}
 
 	// Namespaces.
-	n := *flagNamespaces
-	names := make([]string, n)
+	n, nres := *flagNamespaces, max(*flagResources, 1)
+	b.names = make([]string, n)
+	for i := range b.names {
+		b.names[i] = fmt.Sprintf("bench-%05d", i)
+	}
+	names := b.names
 	t0 := time.Now()
-	err = parallel(ctx, n, *flagWorkers, func(ctx context.Context, i int) error {
-		names[i] = fmt.Sprintf("bench-%05d", i)
-		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: names[i], Labels: map[string]string{"bench": "always"}}}, metav1.CreateOptions{})
+	err = parallel(ctx, n, *flagCreateWorkers, func(ctx context.Context, i int) error {
+		_, err := b.create.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: names[i], Labels: map[string]string{"bench": "always"}}}, metav1.CreateOptions{})
 		return err
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("creating namespaces: %w", err)
 	}
 	fmt.Printf("created %d namespaces in %s\n", n, time.Since(t0).Round(time.Millisecond))
 
 	// 1. Floor: a bare client, same concurrency, applying exactly what the syncer applies (the
 	// same labels, type, data and a controller ownerReference), built by the syncer's own
-	// functions, under another name.
-	data := testutil.DockerConfigJSON(map[string]string{"quay.io/acme/foo": "user:password"})
-	floor := func(name string) (time.Duration, error) {
-		owner := &syncer.Resource{Kind: routing.KindImageAlternative, Name: name, UID: types.UID(name)}
-		t0 := time.Now()
-		err := parallel(ctx, n, *flagWorkers, func(ctx context.Context, i int) error {
-			ac := syncer.ApplyConfiguration(syncer.DesiredSecret(owner, names[i], data))
-			_, err := cs.CoreV1().Secrets(names[i]).Apply(ctx, ac, metav1.ApplyOptions{FieldManager: "bench", Force: true})
-			return err
-		})
-		return time.Since(t0), err
-	}
-	floor1, err := floor("bench-floor-1")
+	// functions, under other names.
+	b.data = testutil.DockerConfigJSON(map[string]string{"quay.io/acme/foo": "user:password"})
+	floor1, err := b.floor(ctx, "bench-floor-1", nres)
 	if err != nil {
 		return err
 	}
 
 	// The syncer, in-process, with a transport counting its Secret applies.
 	var applyRequests, firstApply, lastApply atomic.Int64
-	scfg := rest.CopyConfig(admin)
+	scfg := rest.CopyConfig(b.admin)
 	scfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 			if r.Method == http.MethodPatch && strings.Contains(r.URL.Path, "/secrets/") && r.Header.Get("Content-Type") == string(types.ApplyPatchType) {
@@ -175,9 +208,12 @@ func run(ctx context.Context) error {
 	time.Sleep(2 * time.Second) // informers synced, nothing to do yet
 
 	before := counter(metrics.SyncerApplies.WithLabelValues(metrics.ResultSuccess))
-	always := testutil.NewImageAlternative("always").Policy(v1alpha1.RewritePolicyAlways).
-		NamespaceSelector(map[string]string{"bench": "always"}).
-		Repository("quay.io/acme/foo").SecretRef("creds").Build()
+	var always []v1alpha1.ImageAlternative
+	for r := range nres {
+		always = append(always, testutil.NewImageAlternative(fmt.Sprintf("always-%d", r)).Policy(v1alpha1.RewritePolicyAlways).
+			NamespaceSelector(map[string]string{"bench": "always"}).
+			Repository("quay.io/acme/foo").SecretRef("creds").Build())
+	}
 	if *flagCPUProfile != "" {
 		f, err := os.Create(*flagCPUProfile)
 		if err != nil {
@@ -187,37 +223,42 @@ func run(ctx context.Context) error {
 			return err
 		}
 	}
+	pairs := nres * n
 	t0 = time.Now()
-	if err := cl.Create(ctx, &always); err != nil {
-		return err
+	for i := range always {
+		if err := b.cl.Create(ctx, &always[i]); err != nil {
+			return err
+		}
 	}
-	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
-		return counter(metrics.SyncerApplies.WithLabelValues(metrics.ResultSuccess))-before >= float64(n), nil
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout(pairs), true, func(context.Context) (bool, error) {
+		return counter(metrics.SyncerApplies.WithLabelValues(metrics.ResultSuccess))-before >= float64(pairs), nil
 	})
 	if err != nil {
-		return fmt.Errorf("convergence: %w", err)
+		return fmt.Errorf("convergence: %d of %d applies: %w", int(counter(metrics.SyncerApplies.WithLabelValues(metrics.ResultSuccess))-before), pairs, err)
 	}
 	converge := time.Since(t0)
 	pprof.StopCPUProfile()
 	applySpan := fmt.Sprintf("first apply request at +%s, last at +%s",
 		time.Duration(firstApply.Load()-t0.UnixNano()).Round(time.Millisecond), time.Duration(lastApply.Load()-t0.UnixNano()).Round(time.Millisecond))
-	floor2, err := floor("bench-floor-2")
+	floor2, err := b.floor(ctx, "bench-floor-2", nres)
 	if err != nil {
 		return err
 	}
-	list, err := cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + routing.PullSecretName(routing.KindImageAlternative, always.Name)})
-	if err != nil {
-		return err
+	var rv string
+	for i := range always {
+		if rv, err = b.checkSecrets(ctx, routing.PullSecretName(routing.KindImageAlternative, always[i].Name)); err != nil {
+			return err
+		}
 	}
 	floorMean := (floor1 + floor2) / 2
-	fmt.Printf("\n== 1. Always convergence on %d namespaces (%d workers, debounce %s)\n", n, *flagWorkers, *flagDebounce)
-	fmt.Printf("floor (bare client, %d applies): %s before, %s after; mean %s\n", n, floor1.Round(time.Millisecond), floor2.Round(time.Millisecond), floorMean.Round(time.Millisecond))
-	fmt.Printf("syncer: %s to %d Secrets (%d listed); %s\n", converge.Round(time.Millisecond), n, len(list.Items), applySpan)
-	fmt.Printf("ratio syncer/floor: %.2fx against the mean floor, %.2fx against the faster run (goal <= 1.2x)\n",
+	fmt.Printf("\n== 1. Always convergence: %d resources x %d namespaces = %d Secrets (%d workers, debounce %s)\n", nres, n, pairs, *flagWorkers, *flagDebounce)
+	fmt.Printf("floor (bare client, %d applies): %s before, %s after; mean %s\n", pairs, floor1.Round(time.Millisecond), floor2.Round(time.Millisecond), floorMean.Round(time.Millisecond))
+	fmt.Printf("syncer: %s to %d Secrets (%.0f/s), every one present with the expected content; %s\n", converge.Round(time.Millisecond), pairs, float64(pairs)/converge.Seconds(), applySpan)
+	fmt.Printf("ratio syncer/floor: %.2fx against the mean floor, %.2fx against the faster run (goal <= 1.15x)\n",
 		float64(converge)/float64(floorMean), float64(converge)/float64(min(floor1, floor2)))
 
 	// 2. Writes during an unchanged resync.
-	w, err := cs.CoreV1().Secrets("").Watch(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelManagedBy + "=" + v1alpha1.ManagedBySecretSyncer, ResourceVersion: list.ResourceVersion})
+	w, err := cs.CoreV1().Secrets("").Watch(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelManagedBy + "=" + v1alpha1.ManagedBySecretSyncer, ResourceVersion: rv})
 	if err != nil {
 		return err
 	}
@@ -233,6 +274,7 @@ func run(ctx context.Context) error {
 	time.Sleep(time.Second)
 	applyRequests.Store(0)
 	skippedBefore := counter(metrics.SyncerAppliesSkipped)
+	t0 = time.Now()
 	err = parallel(ctx, n, *flagWorkers, func(ctx context.Context, i int) error {
 		_, err := cs.CoreV1().Namespaces().Patch(ctx, names[i], types.MergePatchType, []byte(`{"metadata":{"labels":{"touched":"yes"}}}`), metav1.PatchOptions{})
 		return err
@@ -240,38 +282,41 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return counter(metrics.SyncerAppliesSkipped)-skippedBefore >= float64(n), nil
+	patched := time.Since(t0)
+	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout(pairs), true, func(context.Context) (bool, error) {
+		return counter(metrics.SyncerAppliesSkipped)-skippedBefore >= float64(pairs), nil
 	})
+	decided := time.Since(t0)
 	time.Sleep(time.Second)
 	fmt.Printf("\n== 2. Writes when nothing changed\n")
-	fmt.Printf("event storm re-deciding all %d pairs (namespace relabel): %d apply requests, %d Secret writes, %.0f applies skipped by the hash (goal 0 writes)\n",
-		n, applyRequests.Load(), modified.Load(), counter(metrics.SyncerAppliesSkipped)-skippedBefore)
+	fmt.Printf("event storm re-deciding all %d pairs (%d namespaces relabelled in %s, all decided after %s): %d apply requests, %d Secret writes, %.0f applies skipped by the hash (goal 0 writes)\n",
+		pairs, n, patched.Round(time.Millisecond), decided.Round(time.Millisecond), applyRequests.Load(), modified.Load(), counter(metrics.SyncerAppliesSkipped)-skippedBefore)
 	// (b) the periodic resync re-applies every pair on purpose (it restores deleted or edited
 	// Secrets); the API server turns each identical apply into a no-op.
 	applyRequests.Store(0)
 	modified.Store(0)
-	_ = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 2**flagResync+time.Minute, true, func(context.Context) (bool, error) {
-		return applyRequests.Load() >= int64(n), nil
+	_ = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 2**flagResync+timeout(pairs), true, func(context.Context) (bool, error) {
+		return applyRequests.Load() >= int64(pairs), nil
 	})
+	resyncRequests := applyRequests.Load()
 	resyncTook := time.Duration(lastApply.Load() - firstApply.Load())
 	time.Sleep(2 * time.Second)
 	fmt.Printf("periodic forced resync: %d apply requests (by design, one per pair) in ~%s, %d Secret writes (goal 0)\n",
-		applyRequests.Load(), resyncTook.Round(time.Millisecond), modified.Load())
+		resyncRequests, resyncTook.Round(time.Millisecond), modified.Load())
 	w.Stop()
 
 	// 3. OnFailure latency: pod admitted → Secret present.
 	// The pods' original, docker.io/acme/bar, stands for quay.io/acme/bar: the syncer counts only
 	// records the webhook could have written.
 	onFailure := testutil.NewImageAlternative("onfailure").Repository("docker.io/acme/bar").Repository("quay.io/acme/bar").SecretRef("creds").Build()
-	if err := cl.Create(ctx, &onFailure); err != nil {
+	if err := b.cl.Create(ctx, &onFailure); err != nil {
 		return err
 	}
 	samples := *flagSamples
 	latNS := make([]string, samples)
-	err = parallel(ctx, samples, *flagWorkers, func(ctx context.Context, i int) error {
+	err = parallel(ctx, samples, *flagCreateWorkers, func(ctx context.Context, i int) error {
 		latNS[i] = fmt.Sprintf("lat-%04d", i)
-		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: latNS[i]}}, metav1.CreateOptions{})
+		_, err := b.create.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: latNS[i]}}, metav1.CreateOptions{})
 		return err
 	})
 	if err != nil {
@@ -319,18 +364,27 @@ func run(ctx context.Context) error {
 		}
 	}
 	sw.Stop()
-	slices.Sort(lat)
-	fmt.Printf("\n== 3. OnFailure: pod admitted → Secret present (%d samples, debounce %s)\n", len(lat), *flagDebounce)
-	fmt.Printf("p50 %s  p90 %s  p99 %s  max %s\n", pct(lat, 50), pct(lat, 90), pct(lat, 99), lat[len(lat)-1].Round(time.Millisecond))
-
-	stopSyncer()
-	if err := <-syncerDone; err != nil {
-		return err
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		fmt.Printf("\n== 3. OnFailure: pod admitted → Secret present (%d samples, debounce %s)\n", len(lat), *flagDebounce)
+		fmt.Printf("p50 %s  p90 %s  p99 %s  max %s\n", pct(lat, 50), pct(lat, 90), pct(lat, 99), lat[len(lat)-1].Round(time.Millisecond))
 	}
 
-	// 4. Memory of the secret-syncer binary.
+	// 4. The peer, next to kuik and the floor.
+	if *flagPeerCmd != "" {
+		if err := b.peer(ctx, &applyRequests, stopSyncer, syncerDone); err != nil {
+			return err
+		}
+	} else {
+		stopSyncer()
+		if err := <-syncerDone; err != nil {
+			return err
+		}
+	}
+
+	// 5. Memory of the secret-syncer binary.
 	if *flagPods > 0 {
-		if err := memory(ctx, cp, cs); err != nil {
+		if err := b.memory(ctx); err != nil {
 			return err
 		}
 	}
@@ -338,36 +392,92 @@ func run(ctx context.Context) error {
 	return nil
 }
 
-func memory(ctx context.Context, cp *testenv.ControlPlane, cs kubernetes.Interface) error {
-	pods, rewritten := *flagPods, *flagRewritten
-	const podNamespaces = 100
+// floor applies, with a bare client and the syncer's concurrency, the Secrets res resources
+// named prefix-<r> would have in every namespace, and returns how long it took.
+func (b *bench) floor(ctx context.Context, prefix string, res int) (time.Duration, error) {
+	owners := make([]*syncer.Resource, res)
+	for r := range owners {
+		name := fmt.Sprintf("%s-%d", prefix, r)
+		owners[r] = &syncer.Resource{Kind: routing.KindImageAlternative, Name: name, UID: types.UID(name)}
+	}
+	n := len(b.names)
 	t0 := time.Now()
-	err := parallel(ctx, podNamespaces, *flagWorkers, func(ctx context.Context, i int) error {
-		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pods-%03d", i)}}, metav1.CreateOptions{})
+	err := parallel(ctx, res*n, *flagWorkers, func(ctx context.Context, i int) error {
+		ns := b.names[i%n]
+		ac := syncer.ApplyConfiguration(syncer.DesiredSecret(owners[i/n], ns, b.data))
+		_, err := b.cs.CoreV1().Secrets(ns).Apply(ctx, ac, metav1.ApplyOptions{FieldManager: "bench", Force: true})
 		return err
 	})
 	if err != nil {
-		return err
+		return 0, fmt.Errorf("floor %s: %w", prefix, err)
 	}
-	every := max(pods/max(rewritten, 1), 1)
-	err = parallel(ctx, pods, *flagWorkers, func(ctx context.Context, i int) error {
-		ns := fmt.Sprintf("pods-%03d", i%podNamespaces)
+	return time.Since(t0), nil
+}
+
+// checkSecrets checks that the Secret name exists in every Always namespace with exactly the
+// expected content, and returns the resource version of the list.
+func (b *bench) checkSecrets(ctx context.Context, name string) (string, error) {
+	list, err := b.cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		return "", fmt.Errorf("listing secrets %s: %w", name, err)
+	}
+	got := map[string]*corev1.Secret{}
+	for i := range list.Items {
+		got[list.Items[i].Namespace] = &list.Items[i]
+	}
+	var missing, wrong []string
+	for _, ns := range b.names {
+		s, ok := got[ns]
+		switch {
+		case !ok:
+			missing = append(missing, ns)
+		case s.Type != corev1.SecretTypeDockerConfigJson || string(s.Data[corev1.DockerConfigJsonKey]) != string(b.data):
+			wrong = append(wrong, ns)
+		}
+	}
+	if len(missing) > 0 || len(wrong) > 0 {
+		return "", fmt.Errorf("secret %s: missing in %d namespaces %s, wrong content in %d %s", name, len(missing), head(missing), len(wrong), head(wrong))
+	}
+	return list.ResourceVersion, nil
+}
+
+func head(s []string) string {
+	if len(s) > 5 {
+		return fmt.Sprint(s[:5]) + "..."
+	}
+	return fmt.Sprint(s)
+}
+
+func (b *bench) memory(ctx context.Context) error {
+	pods, rewritten := *flagPods, min(*flagRewritten, *flagPods)
+	names := b.names
+	if len(names) == 0 {
+		return errors.New("memory: -namespaces 0 leaves no namespace for the pods")
+	}
+	n := len(names)
+	// The rewritten pods first, one namespace each as far as there are namespaces, then the
+	// plain ones round-robin.
+	rewrittenNS := map[string]struct{}{}
+	for j := range rewritten {
+		rewrittenNS[names[j%n]] = struct{}{}
+	}
+	t0 := time.Now()
+	err := parallel(ctx, pods, *flagCreateWorkers, func(ctx context.Context, i int) error {
+		ns := names[i%n]
 		var p *corev1.Pod
-		if rewritten > 0 && i%every == 0 && i/every < rewritten {
-			// Spread over every namespace.
-			ns = fmt.Sprintf("pods-%03d", (i/every)%podNamespaces)
+		if i < rewritten {
 			p = rewrittenPod(ns, fmt.Sprintf("p-%05d", i), "quay.io/acme/bar:v1", "ImageAlternative/onfailure", i)
 		} else {
 			p = plainPod(ns, fmt.Sprintf("p-%05d", i), i)
 		}
-		_, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		_, err := b.create.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 		return err
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("creating pods: %w", err)
 	}
-	fmt.Printf("\n== 4. Memory: %d pods (%d rewritten) in %d namespaces, plus %d Always namespaces; created in %s\n",
-		pods, rewritten, podNamespaces, *flagNamespaces, time.Since(t0).Round(time.Second))
+	fmt.Printf("\n== 5. Memory: %d pods (%d rewritten, in %d namespaces) spread over the %d Always namespaces (%d resources); created in %s (%.0f/s)\n",
+		pods, rewritten, len(rewrittenNS), n, max(*flagResources, 1), time.Since(t0).Round(time.Second), float64(pods)/time.Since(t0).Seconds())
 
 	dir, err := os.MkdirTemp("", "kuik-bench-")
 	if err != nil {
@@ -385,7 +495,7 @@ func memory(ctx context.Context, cp *testenv.ControlPlane, cs kubernetes.Interfa
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, bin, "--kubeconfig="+cp.Kubeconfig, "--cluster-resource-namespace="+crns,
+	cmd := exec.CommandContext(ctx, bin, "--kubeconfig="+b.cp.Kubeconfig, "--cluster-resource-namespace="+crns,
 		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(port), "--health-probe-bind-address=0",
 		"--workers="+strconv.Itoa(*flagWorkers))
 	logf, err := os.Create(filepath.Join(dir, "syncer.log"))
@@ -398,11 +508,11 @@ func memory(ctx context.Context, cp *testenv.ControlPlane, cs kubernetes.Interfa
 		return err
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	// Converged when every pair was applied (Always namespaces + namespaces of rewritten pods)
-	// and the counters stand still.
-	wantPairs := float64(*flagNamespaces + min(rewritten, podNamespaces) + *flagSamples)
+	// Converged when every pair was applied (Always pairs, and the OnFailure pairs of the
+	// rewritten pods' namespaces and of the latency samples) and the counters stand still.
+	wantPairs := float64(max(*flagResources, 1)*n + len(rewrittenNS) + *flagSamples)
 	var last string
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout(int(wantPairs)+pods/10), true, func(ctx context.Context) (bool, error) {
 		m, err := scrape(ctx, port)
 		if err != nil {
 			return false, nil
@@ -413,7 +523,8 @@ func memory(ctx context.Context, cp *testenv.ControlPlane, cs kubernetes.Interfa
 		return done, nil
 	})
 	if err != nil {
-		return fmt.Errorf("subprocess syncer did not converge (log in %s): %w", logf.Name(), err)
+		_ = logf.Sync()
+		return fmt.Errorf("subprocess syncer did not converge to %.0f pairs: %w\n%s", wantPairs, err, tail(logf.Name()))
 	}
 	converged := time.Since(t0)
 	time.Sleep(5 * time.Second)
@@ -424,8 +535,27 @@ func memory(ctx context.Context, cp *testenv.ControlPlane, cs kubernetes.Interfa
 	m, _ := scrape(ctx, port)
 	fmt.Printf("subprocess syncer converged in %s: %.0f pairs, %.0f applies\n", converged.Round(time.Millisecond),
 		m["kuik_secret_syncer_pairs"], m[`kuik_secret_syncer_applies_total{result="success"}`])
-	fmt.Printf("RSS %s (peak %s), Go heap in use %s (goal RSS < 100 MiB)\n", mib(rss), mib(hwm), mib(int64(m["go_memstats_heap_inuse_bytes"])))
+	heap := ""
+	if h, ok := m["go_memstats_heap_inuse_bytes"]; ok {
+		heap = ", Go heap in use " + mib(int64(h))
+	}
+	fmt.Printf("RSS %s (peak %s)%s (goal RSS < 150 MiB)\n", mib(rss), mib(hwm), heap)
+	if rss >= 150<<20 {
+		fmt.Printf("FINDING: RSS over the 150 MiB goal\n")
+	}
 	return nil
+}
+
+// tail is the end of a log file.
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
 }
 
 func procMemory(pid int) (rss, hwm int64, err error) {
