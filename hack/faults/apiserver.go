@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// apiserverKill is row 1: kube-apiserver SIGKILLed in the middle of an Always convergence and
+// started again on the same etcd; the syncer keeps running.
+func apiserverKill(ctx context.Context, bin string) error {
+	e, err := newEnv(ctx, bin)
+	if err != nil {
+		return err
+	}
+	defer e.stop()
+	n := *flagNamespaces
+	names, err := e.namespaces(ctx, "fault", "always", n)
+	if err != nil {
+		return err
+	}
+	s, err := e.startSyncer(ctx, "syncer")
+	if err != nil {
+		return err
+	}
+	defer s.p.Stop()
+
+	// Floor: the same convergence, undisturbed, by the same syncer.
+	t0 := time.Now()
+	if err := e.always(ctx, "floor", "always"); err != nil {
+		return err
+	}
+	tFloor, err := e.waitCorrect(ctx, "floor", names, alwaysAuths, 10*time.Minute)
+	if err != nil {
+		return fmt.Errorf("floor: %w", err)
+	}
+	floor := tFloor.Sub(t0)
+	before := s.applies(ctx)
+
+	// The fault: kill when half the pairs are applied.
+	t1 := time.Now()
+	if err := e.always(ctx, "always", "always"); err != nil {
+		return err
+	}
+	if err := waitApplies(ctx, s, before+float64(n/2), 10*time.Minute); err != nil {
+		return err
+	}
+	atKill := s.applies(ctx) - before
+	tKill := time.Now()
+	if err := e.cp.KillAPIServer(); err != nil {
+		return err
+	}
+	time.Sleep(*flagOutage)
+	tRestart := time.Now()
+	if err := e.cp.RestartAPIServer(ctx); err != nil {
+		return err
+	}
+	tReady := time.Now()
+	tDone, err := e.waitCorrect(ctx, "always", names, alwaysAuths, 10*time.Minute)
+	if err != nil {
+		return err
+	}
+	m, _ := s.scrape(ctx)
+	floorBad, err := e.checkSecrets(ctx, "floor", names, alwaysAuths)
+	if err != nil {
+		return err
+	}
+	leader := s.leader(ctx)
+
+	fmt.Printf("floor: the syncer converges %d namespaces undisturbed in %s\n", n, floor.Round(time.Millisecond))
+	fmt.Printf("fault: kube-apiserver SIGKILLed at +%s after the resource's creation, %.0f of %d pairs applied\n", since(t1, tKill), atKill, n)
+	fmt.Printf("       down %s (kill -> restarted and /readyz ok: %s; the new process was ready %s after its start)\n",
+		flagOutage.String(), since(tKill, tReady), since(tRestart, tReady))
+	fmt.Printf("       every Secret correct %s after the API server returned; %s after the creation (%.2fx the floor)\n",
+		since(tReady, tDone), since(t1, tDone), float64(tDone.Sub(t1))/float64(floor))
+	fmt.Printf("       syncer: %.0f apply errors during the outage, %.0f successful applies in all, still running: %v, still leader: %v\n",
+		m[`kuik_secret_syncer_applies_total{result="error"}`], m[`kuik_secret_syncer_applies_total{result="success"}`], s.alive(), leader)
+	fmt.Printf("       checked: %d Secrets of the faulted resource and %d of the floor's, content of each\n", n, n)
+	switch {
+	case !s.alive():
+		return fmt.Errorf("%w: the syncer exited; log:\n%s", errOutcome, s.p.LogTail())
+	case !leader:
+		return fmt.Errorf("%w: the syncer no longer holds its lease", errOutcome)
+	case len(floorBad) > 0:
+		return fmt.Errorf("%w: %d of the floor's Secrets wrong after the fault: %v", errOutcome, len(floorBad), first(floorBad, 5))
+	}
+	fmt.Println("outcome: nothing lost, the syncer recovered without a restart")
+	return nil
+}
