@@ -28,7 +28,15 @@ type ProbeChooser struct {
 	// image needs its credential (it keys the probe cache), and the Secret rarely changes.
 	mu     sync.Mutex
 	parsed map[string]parsedSecret
+
+	// labels memoizes RegistryLabel's parse by reference: parsing a reference was a fifth of an
+	// admission's CPU, and a rollout asks for the same few references over and over. It starts
+	// over past maxRegistryLabels entries, so pod authors' tags cannot grow it without bound.
+	labelsMu sync.Mutex
+	labels   map[string]string
 }
+
+const maxRegistryLabels = 4096
 
 type parsedSecret struct {
 	resourceVersion string
@@ -55,7 +63,7 @@ func (c *ProbeChooser) Choose(ctx context.Context, lists [][]routing.Candidate, 
 				Reference:  cand.Reference,
 				Insecure:   cand.Insecure,
 				Credential: c.credential(ctx, cand),
-				Registry:   RegistryLabel(cand),
+				Registry:   c.registryLabel(cand),
 			}
 		}
 	}
@@ -96,6 +104,27 @@ func RegistryLabel(cand *routing.Candidate) string {
 		return r
 	}
 	return OtherRegistry
+}
+
+// registryLabel is RegistryLabel(cand), each reference parsed once.
+func (c *ProbeChooser) registryLabel(cand *routing.Candidate) string {
+	if cand.Source.IsOriginal() && cand.Entry < 0 {
+		return OtherRegistry
+	}
+	c.labelsMu.Lock()
+	label, ok := c.labels[cand.Reference]
+	c.labelsMu.Unlock()
+	if ok {
+		return label
+	}
+	label = RegistryLabel(cand)
+	c.labelsMu.Lock()
+	if c.labels == nil || len(c.labels) >= maxRegistryLabels {
+		c.labels = make(map[string]string)
+	}
+	c.labels[cand.Reference] = label
+	c.labelsMu.Unlock()
+	return label
 }
 
 // credential is the credential the kubelet will have for the candidate, which is what it must
