@@ -80,7 +80,7 @@ func (e *env) row4(ctx context.Context) error {
 		routed bool
 	}
 	seen := map[string]admitted{}
-	var killedAt time.Duration
+	var killedAt, killDone time.Duration
 	deadline := time.After(*flagTimeout)
 	for len(seen) < replicas {
 		select {
@@ -94,10 +94,12 @@ func (e *env) row4(ctx context.Context) error {
 			}
 			seen[p.Name] = admitted{at: time.Since(start), routed: routed(p)}
 			if len(seen) == killAfter && killedAt == 0 {
+				// The kill lands while ctr runs: pods admitted from its start on count as after.
+				killedAt = time.Since(start)
 				if err := e.kill(ctx, &victim); err != nil {
 					return err
 				}
-				killedAt = time.Since(start)
+				killDone = time.Since(start)
 			}
 		case <-deadline:
 			return fmt.Errorf("%d of %d pods admitted in %s", len(seen), replicas, *flagTimeout)
@@ -120,8 +122,8 @@ func (e *env) row4(ctx context.Context) error {
 			lastUnrouted = max(lastUnrouted, a.at)
 		}
 	}
-	fmt.Printf("%d pods admitted in %s; victim killed at +%s after pod %d; %d admitted before the kill, %d after, of which %d unrouted",
-		replicas, admittedIn.Round(time.Millisecond), killedAt.Round(time.Millisecond), killAfter, before, after, unroutedAfter)
+	fmt.Printf("%d pods admitted in %s; victim killed between +%s and +%s, after pod %d; %d admitted before the kill, %d after, of which %d unrouted",
+		replicas, admittedIn.Round(time.Millisecond), killedAt.Round(time.Millisecond), killDone.Round(time.Millisecond), killAfter, before, after, unroutedAfter)
 	if unroutedAfter > 0 {
 		fmt.Printf(" (admitted between +%s and +%s)", firstUnrouted.Round(time.Millisecond), lastUnrouted.Round(time.Millisecond))
 	}

@@ -12,10 +12,13 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 
 	"github.com/enix/kuik/internal/probe"
 )
@@ -93,7 +96,12 @@ func (e *env) row5(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		w, err := e.cs.CoreV1().Pods(s.ns).Watch(ctx, metav1.ListOptions{LabelSelector: "app=" + s.name})
+		// From the list's version on: only the pods created from now on are ADDED.
+		list, err := e.cs.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + s.name})
+		if err != nil {
+			return fmt.Errorf("listing pods: %w", err)
+		}
+		w, err := e.cs.CoreV1().Pods(s.ns).Watch(ctx, metav1.ListOptions{LabelSelector: "app=" + s.name, ResourceVersion: list.ResourceVersion})
 		if err != nil {
 			return fmt.Errorf("watching pods: %w", err)
 		}
@@ -181,6 +189,10 @@ func (e *env) row5(ctx context.Context) error {
 	}
 	d := s.deployment(replicas, corev1.PullPolicy(*flagPullPolicy))
 	d.Spec.Template.Annotations = map[string]string{"nodefaults/rev": "1"}
+	// The update replaces one pod at a time: it spans many flaps and cache TTLs.
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+		MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+	}}
 	err = phase("rollout (create)", func() error {
 		_, err := e.cs.AppsV1().Deployments(s.ns).Create(ctx, d, metav1.CreateOptions{})
 		return err
