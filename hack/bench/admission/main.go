@@ -1,7 +1,9 @@
 // Command admission measures pod admission as users see it: pods created through a real
 // kube-apiserver (internal/testenv) per second, and the p50/p99 latency of each create, with
-// kuik's mutating webhook installed and with it not installed (the floor), on the same control
-// plane in the same run, for
+// kuik's mutating webhook installed, with it not installed (the floor), and with a no-op
+// webhook installed in its place (controller-runtime's webhook server admitting every pod
+// unchanged, behind the same webhook configuration: what calling any webhook costs), on the
+// same control plane in the same run, for
 //
 //   - uncovered: pods no routing resource covers (the webhook is called and changes nothing);
 //   - covered, original up: the pod's image is covered and its registry is up (probe cache warm,
@@ -14,10 +16,11 @@
 // The webhook runs as a subprocess (go build ./cmd/webhook) with the chart's arguments, under
 // the chart's ServiceAccount identity (a client certificate of that user) and RBAC, called by
 // the chart's webhook configurations pointed at 127.0.0.1. Its CPU (user+sys from
-// /proc/<pid>/stat) over the installed batches and its RSS are reported.
+// /proc/<pid>/stat) over the installed batches and its RSS are reported, and the no-op
+// webhook's CPU beside it.
 //
-// Rounds alternate installed/not installed (ABBA) to spread the drift of a shared machine
-// over both. Pods are never scheduled (there is no node): creation is what `kubectl apply`
+// Each round runs the three modes in another order (rotated, reversed every other round) to
+// spread the drift of a shared machine over all. Pods are never scheduled (there is no node): creation is what `kubectl apply`
 // waits for. It prints figures and ratios; it asserts no timing, but it checks every admitted
 // pod (rewritten exactly when it must be) and exits non-zero when one is wrong.
 //
@@ -30,7 +33,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -53,6 +58,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/enix/kuik/internal/syncer"
 	"github.com/enix/kuik/internal/testenv"
@@ -66,12 +73,23 @@ const crns = "kuik-system"
 var (
 	flagPods        = flag.Int("pods", 2000, "pods per scenario and per mode (installed, not installed), spread over the rounds")
 	flagConcurrency = flag.Int("concurrency", 8, "pods created at once")
-	flagRounds      = flag.Int("rounds", 8, "rounds; each runs every scenario installed and not installed, in alternating order")
+	flagRounds      = flag.Int("rounds", 8, "rounds; each runs every scenario in every mode, in a rotating order")
+
+	flagServeNoop   = flag.Bool("serve-noop", false, "serve the no-op webhook (this program runs itself so)")
+	flagNoopPort    = flag.Int("noop-port", 0, "port of the no-op webhook")
+	flagNoopCertDir = flag.String("noop-cert-dir", "", "tls.crt and tls.key of the no-op webhook")
 )
 
 func main() {
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
+	if *flagServeNoop {
+		if err := serveNoop(*flagNoopPort, *flagNoopCertDir); err != nil {
+			fmt.Fprintln(os.Stderr, "no-op webhook:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "admission bench:", err)
 		os.Exit(1)
@@ -226,130 +244,169 @@ func run(ctx context.Context) (err error) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sentinel"}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
+	noop, err := startNoop(ctx, wh.certDir)
+	if err != nil {
+		return err
+	}
+	defer noop.stop()
+	noopHooks, err := chart.WebhookConfigurations(noop.port, cp.CA.PEM)
+	if err != nil {
+		return err
+	}
+	configs := map[mode]*unstructured.Unstructured{}
+	for _, h := range noopHooks {
+		if h.GetKind() == "MutatingWebhookConfiguration" {
+			configs[modeNoop] = h
+		}
+	}
+	configs[modeKuik] = mutating
+	sentinel, warned, err := sentinelClient(cp)
+	if err != nil {
+		return err
+	}
+	procs := map[mode]*webhookProcess{modeNone: wh, modeNoop: noop, modeKuik: wh}
+
 	// Warm-up, unmeasured: connections, the API server's webhook client, the probe cache.
-	installed := true
-	if err := waitInstalled(ctx, cs, down, reg.Host, true); err != nil {
+	current := modeKuik
+	if err := waitMode(ctx, sentinel, warned, down, reg.Host, current); err != nil {
 		return err
 	}
 	for i, s := range scenarios[:3] {
-		if _, err := createBatch(ctx, cs, wh, i, s, -1, *flagConcurrency*2, true); err != nil {
+		if _, err := createBatch(ctx, cs, wh, i, s, -1, *flagConcurrency*2, current); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
 
 	per := *flagPods / *flagRounds
-	with := make([]tally, len(scenarios))
-	without := make([]tally, len(scenarios))
-	cpu0, err := wh.cpu()
-	if err != nil {
-		return err
+	tallies := map[mode][]tally{}
+	for _, m := range modes {
+		tallies[m] = make([]tally, len(scenarios))
 	}
-	var cpuIdle time.Duration // webhook CPU over the not-installed batches
+	var idle time.Duration // kuik's CPU over the batches it was not installed for
 	fmt.Printf("\n%d rounds of %d pods per scenario and mode, %d creators\n", *flagRounds, per, *flagConcurrency)
 	for r := range *flagRounds {
-		// ABBA: installed first in even rounds, not installed first in odd ones.
-		order := []bool{true, false}
+		// Each round runs the three modes in another order: rotated, and reversed every other.
+		order := []mode{modes[r%3], modes[(r+1)%3], modes[(r+2)%3]}
 		if r%2 == 1 {
-			order = []bool{false, true}
+			slices.Reverse(order)
 		}
-		for _, mode := range order {
-			if mode != installed {
-				if err := setInstalled(ctx, cs, admin, mutating, mode); err != nil {
+		for _, m := range order {
+			if m != current {
+				if err := setMode(ctx, cs, admin, configs, m); err != nil {
 					return err
 				}
-				if err := waitInstalled(ctx, cs, down, reg.Host, mode); err != nil {
+				if err := waitMode(ctx, sentinel, warned, down, reg.Host, m); err != nil {
 					return err
 				}
-				installed = mode
+				current = m
 			}
 			for i, s := range scenarios {
-				b, err := createBatch(ctx, cs, wh, i, s, r, per, mode)
+				b, err := createBatch(ctx, cs, procs[m], i, s, r, per, m)
 				if err != nil {
-					return fmt.Errorf("round %d, %s, installed=%t: %w", r, s.name, mode, err)
+					return fmt.Errorf("round %d, %s, %s: %w", r, s.name, m, err)
 				}
-				if mode {
-					with[i].add(b)
-				} else {
-					without[i].add(b)
-					cpuIdle += b.cpu
+				tallies[m][i].add(b)
+				if m == modeNone {
+					idle += b.cpu
 				}
 			}
-			fmt.Printf("round %d installed=%-5t done at +%s\n", r, mode, time.Since(start).Round(time.Second))
+			fmt.Printf("round %d %-22s done at +%s\n", r, m, time.Since(start).Round(time.Second))
 		}
-	}
-	cpu1, err := wh.cpu()
-	if err != nil {
-		return err
 	}
 	rss, hwm, err := procMemory(wh.cmd.Process.Pid)
 	if err != nil {
 		return err
 	}
-	m, err := wh.scrape(ctx)
+	metrics, err := wh.scrape(ctx)
 	if err != nil {
 		return err
 	}
 
-	fmt.Printf("\n== 7. Pod admission through the API server (%d pods per cell, %d creators, %d rounds alternating)\n", per**flagRounds, *flagConcurrency, *flagRounds)
-	fmt.Printf("%-26s %-13s %9s %9s %9s %9s %12s\n", "scenario", "kuik", "pods/s", "p50", "p99", "max", "webhook CPU")
+	fmt.Printf("\n== 7. Pod admission through the API server (%d pods per cell, %d creators, %d rounds in rotating order)\n", per**flagRounds, *flagConcurrency, *flagRounds)
+	fmt.Printf("%-24s %-22s %7s %9s %9s %9s %13s\n", "scenario", "mutating webhook", "pods/s", "p50", "p99", "max", "webhook CPU")
 	for i, s := range scenarios {
-		for _, row := range []struct {
-			mode string
-			t    *tally
-		}{{"not installed", &without[i]}, {"installed", &with[i]}} {
-			lat := slices.Clone(row.t.lat)
-			slices.Sort(lat)
+		for _, m := range modes {
+			t := &tallies[m][i]
+			lat := sorted(t.lat)
 			cpu := "-"
-			if row.mode == "installed" {
-				cpu = fmt.Sprintf("%.0f µs/pod", float64(row.t.cpu.Microseconds())/float64(len(lat)))
+			if m != modeNone {
+				cpu = fmt.Sprintf("%.0f µs/pod", float64(t.cpu.Microseconds())/float64(len(lat)))
 			}
-			fmt.Printf("%-26s %-13s %9.0f %9s %9s %9s %12s\n", s.name, row.mode, float64(len(lat))/row.t.wall.Seconds(),
+			fmt.Printf("%-24s %-22s %7.0f %9s %9s %9s %13s\n", s.name, m, float64(len(lat))/t.wall.Seconds(),
 				pct(lat, 50), pct(lat, 99), lat[len(lat)-1].Round(10*time.Microsecond), cpu)
 		}
 	}
 	for i, s := range scenarios {
-		slow := func(d []time.Duration) int {
-			n := 0
-			for _, l := range d {
-				if l > time.Second {
-					n++
-				}
+		var counts []string
+		for _, m := range modes {
+			if n := slower(tallies[m][i].lat, time.Second); n > 0 {
+				counts = append(counts, fmt.Sprintf("%d with %s", n, m))
 			}
-			return n
 		}
-		if n := slow(with[i].lat); n > 0 || slow(without[i].lat) > 0 {
-			fmt.Printf("%s: %d pods installed and %d not installed took over 1s\n", s.name, n, slow(without[i].lat))
+		if len(counts) > 0 {
+			fmt.Printf("%s: pods over 1s: %s\n", s.name, strings.Join(counts, ", "))
 		}
 	}
-	fmt.Printf("\nratios installed / not installed (the floor)\n")
-	fmt.Printf("%-26s %9s %9s %12s   %s\n", "scenario", "p50", "p99", "throughput", "goal")
-	goals := []string{"p50 <= 1.03x", "p50 <= 1.10x", "p50 <= 1.10x", "bounded by the probe timeout"}
+	fmt.Printf("\nratios of p50 (p99) and throughput\n")
+	fmt.Printf("%-24s %19s %19s %19s   %s\n", "scenario", "kuik / none", "noop / none", "kuik / noop", "goal (kuik / none p50)")
+	goals := []string{"<= 1.03x", "<= 1.10x", "<= 1.10x", "bounded by the probe timeout"}
 	for i, s := range scenarios {
-		a, b := sorted(with[i].lat), sorted(without[i].lat)
-		tw := float64(len(a)) / with[i].wall.Seconds()
-		tn := float64(len(b)) / without[i].wall.Seconds()
-		fmt.Printf("%-26s %8.2fx %8.2fx %11.2fx   %s\n", s.name, ratio(pct(a, 50), pct(b, 50)), ratio(pct(a, 99), pct(b, 99)), tw/tn, goals[i])
+		cell := func(a, b mode) string {
+			x, y := &tallies[a][i], &tallies[b][i]
+			la, lb := sorted(x.lat), sorted(y.lat)
+			tput := (float64(len(la)) / x.wall.Seconds()) / (float64(len(lb)) / y.wall.Seconds())
+			return fmt.Sprintf("%.2fx (%.2fx) %.2fx", ratio(pct(la, 50), pct(lb, 50)), ratio(pct(la, 99), pct(lb, 99)), tput)
+		}
+		fmt.Printf("%-24s %19s %19s %19s   %s\n", s.name, cell(modeKuik, modeNone), cell(modeNoop, modeNone), cell(modeKuik, modeNoop), goals[i])
 	}
-	var wallWith time.Duration
-	var podsWith int
-	for i := range with {
-		wallWith += with[i].wall
-		podsWith += len(with[i].lat)
+	for _, m := range []mode{modeNoop, modeKuik} {
+		var wall, cpu time.Duration
+		var pods int
+		for i := range scenarios {
+			wall += tallies[m][i].wall
+			cpu += tallies[m][i].cpu
+			pods += len(tallies[m][i].lat)
+		}
+		fmt.Printf("\n%s: CPU %s over %d admissions in %s (%.0f µs/pod, %.1f%% of a core at %.0f pods/s)", m,
+			cpu.Round(time.Millisecond), pods, wall.Round(time.Millisecond), float64(cpu.Microseconds())/float64(pods),
+			100*cpu.Seconds()/wall.Seconds(), float64(pods)/wall.Seconds())
 	}
-	cpuWith := cpu1 - cpu0 - cpuIdle
-	fmt.Printf("\nwebhook: CPU %s over %d installed admissions in %s (%.0f µs/pod, %.1f%% of a core at %.0f pods/s); %s idle during the not-installed batches\n",
-		cpuWith.Round(time.Millisecond), podsWith, wallWith.Round(time.Millisecond), float64(cpuWith.Microseconds())/float64(podsWith),
-		100*cpuWith.Seconds()/wallWith.Seconds(), float64(podsWith)/wallWith.Seconds(), cpuIdle.Round(time.Millisecond))
-	fmt.Printf("webhook: RSS %s (peak %s), Go heap in use %s\n", mib(rss), mib(hwm), mib(int64(m["go_memstats_heap_inuse_bytes"])))
-	fmt.Printf("webhook metrics: admissions patched %.0f, unchanged %.0f, error %.0f; probes to the hanging upstream %.0f (connections %d)\n",
-		m[`kuik_webhook_admissions_total{result="patched",webhook="mutate-pods"}`], m[`kuik_webhook_admissions_total{result="unchanged",webhook="mutate-pods"}`],
-		m[`kuik_webhook_admissions_total{result="error",webhook="mutate-pods"}`], sumPrefix(m, `kuik_registry_probes_total{registry="`+silent.Host), silent.Accepted())
-	if e := m[`kuik_webhook_admissions_total{result="error",webhook="mutate-pods"}`]; e > 0 {
+	fmt.Printf("\nkuik's webhook: %s CPU while not installed; RSS %s (peak %s), Go heap in use %s\n",
+		idle.Round(time.Millisecond), mib(rss), mib(hwm), mib(int64(metrics["go_memstats_heap_inuse_bytes"])))
+	fmt.Printf("kuik's metrics: admissions patched %.0f, unchanged %.0f, error %.0f; probes to the hanging upstream %.0f (connections %d)\n",
+		metrics[`kuik_webhook_admissions_total{result="patched",webhook="mutate-pods"}`], metrics[`kuik_webhook_admissions_total{result="unchanged",webhook="mutate-pods"}`],
+		metrics[`kuik_webhook_admissions_total{result="error",webhook="mutate-pods"}`], sumPrefix(metrics, `kuik_registry_probes_total{registry="`+silent.Host), silent.Accepted())
+	if e := metrics[`kuik_webhook_admissions_total{result="error",webhook="mutate-pods"}`]; e > 0 {
 		return fmt.Errorf("the webhook answered %.0f admissions with an internal error", e)
 	}
-	fmt.Printf("every admitted pod checked: rewritten exactly when it had to be\n")
+	fmt.Printf("every admitted pod checked: rewritten exactly when kuik was installed and had to\n")
 	fmt.Printf("\ntotal %s\n", time.Since(start).Round(time.Second))
 	return nil
+}
+
+// mode is which mutating webhook the API server calls for pods.
+type mode int
+
+const (
+	modeNone mode = iota
+	modeNoop
+	modeKuik
+)
+
+var modes = []mode{modeNone, modeNoop, modeKuik}
+
+func (m mode) String() string {
+	return [...]string{"none (the floor)", "no-op (same stack)", "kuik"}[m]
+}
+
+func slower(d []time.Duration, than time.Duration) int {
+	n := 0
+	for _, l := range d {
+		if l > than {
+			n++
+		}
+	}
+	return n
 }
 
 func fixed(s string) func(int) string { return func(int) string { return s } }
@@ -376,13 +433,13 @@ func sumPrefix(m map[string]float64, prefix string) float64 {
 
 // createBatch creates n pods of scenario s (round r; -1 is the warm-up) with concurrency
 // creators, checks each admitted pod, then deletes them.
-func createBatch(ctx context.Context, cs kubernetes.Interface, wh *webhookProcess, i int, s scenario, r, n int, installed bool) (batch, error) {
+func createBatch(ctx context.Context, cs kubernetes.Interface, wh *webhookProcess, i int, s scenario, r, n int, m mode) (batch, error) {
 	ns := nsName(i)
 	image, want := s.image(max(r, 0)), s.want(max(r, 0))
 	if r < 0 {
 		image, want = s.image(*flagRounds), s.want(*flagRounds)
 	}
-	if !installed {
+	if m != modeKuik {
 		want = image
 	}
 	lat := make([]time.Duration, n)
@@ -429,46 +486,117 @@ func check(p *corev1.Pod, original, want string) error {
 	return nil
 }
 
-// setInstalled creates or deletes kuik's MutatingWebhookConfiguration.
-func setInstalled(ctx context.Context, cs kubernetes.Interface, admin *rest.Config, mutating *unstructured.Unstructured, on bool) error {
-	if on {
-		return testenv.Apply(ctx, admin, []*unstructured.Unstructured{mutating.DeepCopy()})
+// setMode points kuik's MutatingWebhookConfiguration at kuik or at the no-op webhook, or
+// deletes it.
+func setMode(ctx context.Context, cs kubernetes.Interface, admin *rest.Config, configs map[mode]*unstructured.Unstructured, m mode) error {
+	if m != modeNone {
+		return testenv.Apply(ctx, admin, []*unstructured.Unstructured{configs[m].DeepCopy()})
 	}
-	err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, mutating.GetName(), metav1.DeleteOptions{})
+	err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, configs[modeKuik].GetName(), metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting the mutating webhook configuration: %w", err)
 	}
 	return nil
 }
 
-// waitInstalled waits until the API server calls the webhook (installed) or no longer does:
-// a dry-run pod of a down original is rewritten exactly when it calls it.
-func waitInstalled(ctx context.Context, cs kubernetes.Interface, down, up string, installed bool) error {
+// sentinelClient is a client whose last warning from the API server warned holds.
+func sentinelClient(cp *testenv.ControlPlane) (kubernetes.Interface, *atomic.Value, error) {
+	warned := &atomic.Value{}
+	warned.Store("")
+	cfg := cp.Config()
+	cfg.WarningHandler = warningFunc(func(text string) { warned.Store(text) })
+	cs, err := kubernetes.NewForConfig(cfg)
+	return cs, warned, err
+}
+
+type warningFunc func(string)
+
+func (f warningFunc) HandleWarningHeader(_ int, _ string, text string) { f(text) }
+
+// waitMode waits until the API server calls the webhook of mode m for pods: a dry-run pod of a
+// down original in the sentinel namespace is rewritten exactly when it calls kuik, and warned
+// about exactly when it calls the no-op webhook.
+func waitMode(ctx context.Context, cs kubernetes.Interface, warned *atomic.Value, down, up string, m mode) error {
 	image := down + "/acme/app:v1"
-	want := image
-	if installed {
-		want = up + "/acme/app:v1"
-	}
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		warned.Store("")
 		got, err := cs.CoreV1().Pods("sentinel").Create(ctx, plainPod("sentinel", "sentinel", image, 0), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			last = err.Error()
 			return false, nil
 		}
-		last = got.Spec.Containers[0].Image
-		return last == want, nil
+		rewritten := got.Spec.Containers[0].Image == up+"/acme/app:v1"
+		noop := warned.Load().(string) == noopWarning
+		last = fmt.Sprintf("image %s, warning %q", got.Spec.Containers[0].Image, warned.Load())
+		return rewritten == (m == modeKuik) && noop == (m == modeNoop), nil
 	})
 	if err != nil {
-		return fmt.Errorf("the API server never turned to installed=%t (sentinel image %s): %w", installed, last, err)
+		return fmt.Errorf("the API server never turned to calling %s (sentinel: %s): %w", m, last, err)
 	}
 	return nil
+}
+
+// noopWarning is what the no-op webhook warns about pods of the sentinel namespace, so that
+// waitMode can tell it is called.
+const noopWarning = "no-op webhook"
+
+// serveNoop is the no-op webhook: controller-runtime's webhook server, as kuik's uses it,
+// admitting every pod unchanged.
+func serveNoop(port int, certDir string) error {
+	srv := ctrlwebhook.NewServer(ctrlwebhook.Options{Host: "127.0.0.1", Port: port, CertDir: certDir})
+	srv.Register("/mutate-pods", &ctrlwebhook.Admission{Handler: admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
+		if req.Namespace == "sentinel" {
+			return admission.Allowed("").WithWarnings(noopWarning)
+		}
+		return admission.Allowed("")
+	})})
+	return srv.Start(context.Background())
+}
+
+// startNoop runs this program as the no-op webhook, serving with the certificate in certDir.
+func startNoop(ctx context.Context, certDir string) (*webhookProcess, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	port, err := kuikenv.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	w := &webhookProcess{port: port, exited: make(chan struct{})}
+	w.cmd = exec.Command(self, "-serve-noop", "-noop-port="+strconv.Itoa(port), "-noop-cert-dir="+certDir)
+	w.cmd.Stdout, w.cmd.Stderr = io.Discard, os.Stderr
+	if err := w.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { _ = w.cmd.Wait(); close(w.exited) }()
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		select {
+		case <-w.exited:
+			return false, errors.New("the no-op webhook exited")
+		default:
+		}
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
+		if err != nil {
+			return false, nil
+		}
+		_ = c.Close()
+		return true, nil
+	})
+	if err != nil {
+		w.stop()
+		return nil, fmt.Errorf("the no-op webhook never listened: %w", err)
+	}
+	return w, nil
 }
 
 // webhookProcess is kuik's webhook binary running under the chart's identity.
 type webhookProcess struct {
 	cmd         *exec.Cmd
 	dir         string
+	certDir     string
+	port        int
 	args        map[string]string
 	metricsAddr string
 	exited      chan struct{}
@@ -503,6 +631,7 @@ func startWebhook(ctx context.Context, cp *testenv.ControlPlane, chart *kuikenv.
 		return nil, err
 	}
 	certDir := filepath.Join(dir, "certs")
+	w.certDir = certDir
 	pair, err := cp.CA.ServingPair()
 	if err != nil {
 		return nil, err
@@ -574,7 +703,9 @@ func (w *webhookProcess) stop() {
 		_ = w.cmd.Process.Kill()
 		<-w.exited
 	}
-	_ = os.RemoveAll(w.dir)
+	if w.dir != "" {
+		_ = os.RemoveAll(w.dir)
+	}
 }
 
 // cpu is the webhook's user+system CPU time so far (/proc/<pid>/stat, clock ticks of 10 ms).
