@@ -21,9 +21,14 @@ var listOne = metav1.ListOptions{Limit: 1}
 //	func TestMain(m *testing.M) { os.Exit(testenv.Run(m, testenv.Options{}, &cp)) }
 //
 // Under -short (make test-unit) it runs nothing: every test of such a package needs the
-// control plane.
+// control plane. A fuzzing worker process (go test -fuzz) starts none: it runs only the fuzz
+// target, which must not need one; the coordinating process still does, for the tests -run
+// selects.
 func Run(m *testing.M, opts Options, into **ControlPlane) int {
 	flag.Parse()
+	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
+		return m.Run()
+	}
 	if testing.Short() {
 		fmt.Fprintln(os.Stderr, "testenv: -short: skipping tests that need a control plane")
 		return 0

@@ -153,11 +153,11 @@ func Run(ctx context.Context, cfg Config) error {
 		},
 	}
 	srv := mgr.GetWebhookServer()
-	srv.Register(MutatePodsPath, &webhook.Admission{Handler: withTimeout(AdmissionBudget(cfg.ProbeTimeout), &PodMutator{
+	srv.Register(MutatePodsPath, podAdmission(cfg.ProbeTimeout, &PodMutator{
 		Index:      &index,
 		Namespaces: NamespaceLabelsFrom(reader, cs),
 		Choose:     chooser.Choose,
-	})})
+	}))
 	srv.Register(ValidateRoutingPath, &webhook.Admission{Handler: &RoutingValidator{
 		ClusterResourceNamespace: cfg.ClusterResourceNamespace,
 		Review: func(ctx context.Context, sar *authorizationv1.SubjectAccessReview) (*authorizationv1.SubjectAccessReview, error) {
@@ -210,6 +210,12 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("adding index builder: %w", err)
 	}
 	return mgr.Start(ctx)
+}
+
+// podAdmission is the HTTP handler served at MutatePodsPath: m within the admission budget of
+// probeTimeout (the fuzz target serves the same).
+func podAdmission(probeTimeout time.Duration, m *PodMutator) *webhook.Admission {
+	return &webhook.Admission{Handler: withTimeout(AdmissionBudget(probeTimeout), m)}
 }
 
 // AdmissionMargin is what an admission may take beyond one probe timeout (decoding, routing,
