@@ -129,6 +129,11 @@ func (e *env) row4(ctx context.Context) error {
 	}
 	fmt.Println()
 
+	if err := e.kuik.WaitAvailable(ctx, e.cs, *flagTimeout); err != nil {
+		return fmt.Errorf("the webhook did not come back: %w", err)
+	}
+	fmt.Printf("webhook Deployment Available again (both replicas Ready behind the Service) %s after the kill\n", (time.Since(start) - killedAt).Round(100*time.Millisecond))
+
 	// Settle: the routed pods run from the mirror, the unrouted ones fail to pull.
 	pods, err := e.waitPods(ctx, s, *flagTimeout, func(pods []corev1.Pod) bool {
 		for i := range pods {
@@ -153,9 +158,6 @@ func (e *env) row4(ctx context.Context) error {
 			return fmt.Errorf("unrouted pod %s has image %s, want the upstream's", p.Name, p.Spec.Containers[0].Image)
 		}
 	}
-	if err := e.kuik.WaitAvailable(ctx, e.cs, *flagTimeout); err != nil {
-		return fmt.Errorf("the webhook did not come back: %w", err)
-	}
 	hooks, err = e.webhookPods(ctx)
 	if err != nil {
 		return err
@@ -163,7 +165,6 @@ func (e *env) row4(ctx context.Context) error {
 	for _, h := range hooks {
 		fmt.Printf("webhook pod %s: ready, %d restarts\n", h.Name, h.Status.ContainerStatuses[0].RestartCount)
 	}
-	fmt.Printf("webhook Deployment Available again %s after the kill\n", (time.Since(start) - killedAt).Round(time.Second))
 
 	// Do the stuck pods recover by themselves? The kubelet retries the same dead upstream.
 	time.Sleep(*flagObserve)
@@ -179,8 +180,8 @@ func (e *env) row4(ctx context.Context) error {
 			stuck = append(stuck, pods[i].Name)
 		}
 	}
-	fmt.Printf("ROW 4 RESULT: admitted unrouted %d / stuck in ImagePullBackOff %d / Running %d (of %d); recovered by themselves: %d\n",
-		settled.unrouted, observed.backoff, observed.running, replicas, settled.unrouted-len(stuck))
+	fmt.Printf("ROW 4 RESULT: admitted unrouted %d / stuck (ImagePullBackOff %d, ErrImagePull %d) %d / Running %d (of %d); recovered by themselves: %d\n",
+		settled.unrouted, observed.backoff, observed.errPull, len(stuck), observed.running, replicas, settled.unrouted-len(stuck))
 
 	// What an operator does: delete the stuck pods; the ReplicaSet creates them again, through
 	// the webhook (both replicas up), and they are routed.

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -35,7 +36,7 @@ const (
 // row5 rolls a Deployment out, then updates it, while its upstream flaps.
 func (e *env) row5(ctx context.Context) error {
 	replicas := *flagReplicas
-	fmt.Printf("\n== row 5: the upstream flaps (%s up, %s down) during a %d-replica rollout and its rolling update\n", *flagFlap, *flagFlap, replicas)
+	fmt.Printf("\n== row 5: the upstream flaps (%s up, %s down on average, jittered) during a %d-replica rollout and its rolling update\n", *flagFlap, *flagFlap, replicas)
 	f, err := newFlapper()
 	if err != nil {
 		return err
@@ -85,7 +86,7 @@ func (e *env) row5(ctx context.Context) error {
 	}
 
 	var failed []string
-	phase := func(what string, act func() error, done func([]corev1.Pod) bool) error {
+	phase := func(s *scenario, what string, act func() error, done func([]corev1.Pod) bool) error {
 		before, err := e.webhookMetrics(ctx, hooks)
 		if err != nil {
 			return err
@@ -149,17 +150,25 @@ func (e *env) row5(ctx context.Context) error {
 				failed = append(failed, fmt.Sprintf("%s: pod %s on %s, not a candidate", what, p.Name, img))
 			}
 		}
-		admissions := sumPrefix(after, "kuik_webhook_admissions_total", `webhook="mutate-pods"`) - sumPrefix(before, "kuik_webhook_admissions_total", `webhook="mutate-pods"`)
-		probes := sumPrefix(after, "kuik_registry_probes_total") - sumPrefix(before, "kuik_registry_probes_total")
+		var admissions, probes float64
+		var perReplica []string
+		for i, h := range hooks {
+			a := sumPrefix(after[i], "kuik_webhook_admissions_total", `webhook="mutate-pods"`) - sumPrefix(before[i], "kuik_webhook_admissions_total", `webhook="mutate-pods"`)
+			p := sumPrefix(after[i], "kuik_registry_probes_total") - sumPrefix(before[i], "kuik_registry_probes_total")
+			admissions, probes = admissions+a, probes+p
+			perReplica = append(perReplica, fmt.Sprintf("%s %.0f admissions, %.0f probes", h.Name, a, p))
+		}
+		beforeSum, afterSum := sumMaps(before), sumMaps(after)
 		span := last - first + time.Second // admissions precede their ADDED events: a second of slack
 		bound := webhookReplicas * candidates * (int(span/cacheTTL) + 1)
 		fmt.Printf("pods admitted: %d (watch), webhook admissions %.0f (metrics), between +%s and +%s\n", added, admissions, first.Round(time.Millisecond), last.Round(time.Millisecond))
+		fmt.Printf("per replica: %s\n", strings.Join(perReplica, "; "))
 		fmt.Printf("kubelet pull failures (Failed events): %d\n", pullFailures-pullFailuresBefore)
 		fmt.Printf("probes sent by the webhooks: %.0f (bound: %d replicas x %d candidates x (floor(%s / TTL %s) + 1) = %d); %.2f probes per admission\n",
 			probes, webhookReplicas, candidates, span.Round(time.Millisecond), cacheTTL, bound, probes/max(admissions, 1))
-		for _, k := range slices.Sorted(maps.Keys(after)) {
+		for _, k := range slices.Sorted(maps.Keys(afterSum)) {
 			if strings.HasPrefix(k, "kuik_registry_probes_total") {
-				if d := after[k] - before[k]; d > 0 {
+				if d := afterSum[k] - beforeSum[k]; d > 0 {
 					fmt.Printf("    %s %.0f\n", strings.TrimPrefix(k, "kuik_registry_probes_total"), d)
 				}
 			}
@@ -187,18 +196,51 @@ func (e *env) row5(ctx context.Context) error {
 			return true
 		}
 	}
+	// A burst first: replicas bare pods created at once on cold caches, so that identical
+	// probes are asked for concurrently, and must collapse into one per replica and candidate.
+	burst := *s
+	burst.name = s.name + "-burst"
+	var createdIn []time.Duration
+	err = phase(&burst, "burst of concurrent creates", func() error {
+		var wg sync.WaitGroup
+		errs := make([]error, replicas)
+		createdIn = make([]time.Duration, replicas)
+		for i := range replicas {
+			wg.Go(func() {
+				t := time.Now()
+				p := &corev1.Pod{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("burst-%03d", i), Labels: map[string]string{"app": burst.name}, Annotations: map[string]string{"nodefaults/rev": "b"}},
+					Spec:       podSpec(s.upstream+":"+s.tag, corev1.PullPolicy(*flagPullPolicy)),
+				}
+				_, errs[i] = e.cs.CoreV1().Pods(s.ns).Create(ctx, p, metav1.CreateOptions{})
+				createdIn[i] = time.Since(t)
+			})
+		}
+		wg.Wait()
+		slices.Sort(createdIn)
+		fmt.Printf("%d creates sent at once: each answered in %s to %s\n", replicas, createdIn[0].Round(time.Millisecond), createdIn[replicas-1].Round(time.Millisecond))
+		return errors.Join(errs...)
+	}, allRunning("b"))
+	if err != nil {
+		return errors.Join(err, stop())
+	}
+	if err := e.cs.CoreV1().Pods(s.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{LabelSelector: "app=" + burst.name}); err != nil {
+		return errors.Join(fmt.Errorf("deleting the burst's pods: %w", err), stop())
+	}
+	time.Sleep(cacheTTL + time.Second)
+
 	d := s.deployment(replicas, corev1.PullPolicy(*flagPullPolicy))
 	d.Spec.Template.Annotations = map[string]string{"nodefaults/rev": "1"}
 	// The update replaces one pod at a time: it spans many flaps and cache TTLs.
 	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
 		MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
 	}}
-	err = phase("rollout (create)", func() error {
+	err = phase(s, "rollout (create)", func() error {
 		_, err := e.cs.AppsV1().Deployments(s.ns).Create(ctx, d, metav1.CreateOptions{})
 		return err
 	}, allRunning("1"))
 	if err == nil {
-		err = phase("rolling update", func() error {
+		err = phase(s, "rolling update", func() error {
 			patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"metadata": map[string]any{"annotations": map[string]string{"nodefaults/rev": "2"}}}}})
 			_, err := e.cs.AppsV1().Deployments(s.ns).Patch(ctx, s.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 			return err
@@ -214,19 +256,27 @@ func (e *env) row5(ctx context.Context) error {
 	return nil
 }
 
-// webhookMetrics sums the counters of every webhook pod.
-func (e *env) webhookMetrics(ctx context.Context, hooks []corev1.Pod) (map[string]float64, error) {
-	out := map[string]float64{}
+// webhookMetrics scrapes the counters of every webhook pod.
+func (e *env) webhookMetrics(ctx context.Context, hooks []corev1.Pod) ([]map[string]float64, error) {
+	var out []map[string]float64
 	for _, h := range hooks {
 		m, err := scrape(ctx, h.Status.PodIP)
 		if err != nil {
 			return nil, err
 		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func sumMaps(ms []map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range ms {
 		for k, v := range m {
 			out[k] += v
 		}
 	}
-	return out, nil
+	return out
 }
 
 // pullFailures counts the kubelet's Failed events (pulls that failed) in the namespace, with
