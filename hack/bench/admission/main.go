@@ -20,11 +20,12 @@
 // webhook's CPU beside it.
 //
 // Each round runs the three modes in another order (rotated, reversed every other round) to
-// spread the drift of a shared machine over all. Pods are never scheduled (there is no node): creation is what `kubectl apply`
-// waits for. It prints figures and ratios; it asserts no timing, but it checks every admitted
-// pod (rewritten exactly when it must be) and exits non-zero when one is wrong.
+// spread the drift of a shared machine over all. Pods are never scheduled (there is no node):
+// creation is what `kubectl apply` waits for. It prints figures and ratios; it asserts no
+// timing, but it checks every admitted pod (rewritten exactly when kuik is installed and must
+// rewrite it) and exits non-zero when one is wrong.
 //
-// Run it with go run ./hack/bench/admission (-pods 200 for a smoke run).
+// Run it with go run ./hack/bench/admission (-pods 120 -rounds 3 for a smoke run).
 package main
 
 import (
