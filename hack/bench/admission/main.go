@@ -31,6 +31,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -245,7 +247,7 @@ func run(ctx context.Context) (err error) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sentinel"}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	noop, err := startNoop(ctx, wh.certDir)
+	noop, err := startNoop(ctx, wh.certDir, cp.CA.PEM)
 	if err != nil {
 		return err
 	}
@@ -555,8 +557,11 @@ func serveNoop(port int, certDir string) error {
 	return srv.Start(context.Background())
 }
 
-// startNoop runs this program as the no-op webhook, serving with the certificate in certDir.
-func startNoop(ctx context.Context, certDir string) (*webhookProcess, error) {
+// startNoop runs this program as the no-op webhook, serving with the certificate in certDir
+// (of the CA caPEM).
+func startNoop(ctx context.Context, certDir string, caPEM []byte) (*webhookProcess, error) {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -578,7 +583,8 @@ func startNoop(ctx context.Context, certDir string) (*webhookProcess, error) {
 			return false, errors.New("the no-op webhook exited")
 		default:
 		}
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
+		// A full handshake, so the server logs no handshake error.
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", "127.0.0.1:"+strconv.Itoa(port), &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
 		if err != nil {
 			return false, nil
 		}
