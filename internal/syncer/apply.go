@@ -144,7 +144,8 @@ func (c *Controller) syncPair(ctx context.Context, k PairKey) (err error) {
 		return nil
 	}
 
-	// Act.
+	// Act: the retention record names the namespace before its first Secret.
+	c.recordBeforeSecret(ctx, k, next)
 	start := time.Now()
 	_, err = c.core.Secrets(k.Namespace).Apply(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	metrics.SyncerApplyDuration.Observe(time.Since(start).Seconds())

@@ -46,7 +46,8 @@ type Config struct {
 	Debounce time.Duration
 	// RecordDelay collapses the changes of one resource's retention record into one write
 	// (default Debounce). A graceful stop writes the pending ones; a crash loses at most
-	// this window of uses.
+	// this window of uses. A namespace is named in the record before its first Secret,
+	// without this delay.
 	RecordDelay time.Duration
 	// Workers apply concurrently (default 16).
 	Workers int
@@ -139,6 +140,8 @@ type Controller struct {
 	// recordDirty holds the resources whose retention record waits for its debounce: a
 	// graceful stop writes them before the lease is released.
 	recordDirty map[ResourceKey]struct{}
+	// recordMu serializes the writes of retention records.
+	recordMu sync.Mutex
 
 	// providers keeps the provider credentials.
 	providers *keeper

@@ -52,7 +52,9 @@
 // Retention survives restarts and leader changes: the usage of each OnFailure resource's
 // entries is kept in a retention record, a ConfigMap kuik-retain-<kind>-<name> in the cluster
 // resource namespace owned by the resource, written (debounced, server-side apply) only when an
-// entry starts or stops being used or expires. A start lists the records from the API server
+// entry starts or stops being used or expires, and at once before a resource's first Secret in
+// a namespace the record does not name yet (a crash within the debounce then loses at most the
+// latest change of use, never the namespace). A start lists the records from the API server
 // before any decision: a retained entry keeps its recorded time of last use, an entry recorded
 // as live counts as used at the start (its pods may have gone while no syncer ran), and the
 // record's namespaces are decided even when no pod there needs the resource any more, so their

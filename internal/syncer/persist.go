@@ -22,6 +22,8 @@ import (
 type recordState struct {
 	uid  types.UID
 	hash string
+	// namespaces are those the record names, as written or restored.
+	namespaces map[string]struct{}
 }
 
 // restoreBackoff bounds how long a start waits for the retention records: past it the syncer
@@ -76,7 +78,7 @@ func (c *Controller) restoreRecords(ctx context.Context) {
 				pairs++
 			}
 		}
-		c.records[rec.Resource] = &recordState{uid: rec.UID}
+		c.records[rec.Resource] = &recordState{uid: rec.UID, namespaces: setOf(maps.Keys(rec.Usage))}
 	}
 	metrics.SyncerPairs.Set(float64(len(c.pairs)))
 	log.Info("restored retention records", "records", len(records), "pairs", pairs)
@@ -124,9 +126,72 @@ func (c *Controller) processRecord(ctx context.Context) bool {
 	return true
 }
 
+// recordBeforeSecret writes the retention record of a pair's resource at once, with the usage
+// st is about to apply, when the record does not name the pair's namespace yet: before the
+// pair's first Secret there. Written after the debounce only, a leader killed within it would
+// leave the next one a record without the namespace, and a namespace with no pod left would
+// never be decided again, its Secret keeping the entries past their retention. Concurrent
+// first Secrets of one resource share a write (each waits for the one before, which named
+// them). A failed write is logged and the Secret applied anyway, as before: the debounced
+// write retries.
+func (c *Controller) recordBeforeSecret(ctx context.Context, k PairKey, st *pairState) {
+	if len(recordOf(st.usage)) == 0 {
+		return
+	}
+	rk := k.resource()
+	c.mu.Lock()
+	named := c.recordNames(rk, st.uid, k.Namespace)
+	if !named {
+		pending := *st
+		c.pairs[k] = &pending
+	}
+	c.mu.Unlock()
+	if named {
+		return
+	}
+	c.recordMu.Lock()
+	defer c.recordMu.Unlock()
+	c.mu.Lock()
+	named = c.recordNames(rk, st.uid, k.Namespace)
+	c.mu.Unlock()
+	if named {
+		return
+	}
+	if err := c.writeRecord(ctx, rk); err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "writing retention record before a first secret: the debounced write retries",
+			"kind", rk.Kind, "name", rk.Name, "namespace", k.Namespace)
+	}
+}
+
+// recordNames reports whether the resource's record, as last written or restored, names ns;
+// c.mu is held.
+func (c *Controller) recordNames(rk ResourceKey, uid types.UID, ns string) bool {
+	rs := c.records[rk]
+	if rs == nil || rs.uid != uid {
+		return false
+	}
+	_, ok := rs.namespaces[ns]
+	return ok
+}
+
+func setOf(seq func(func(string) bool)) map[string]struct{} {
+	out := map[string]struct{}{}
+	for s := range seq {
+		out[s] = struct{}{}
+	}
+	return out
+}
+
 // syncRecord applies a resource's retention record from the usage of its pairs, when it
 // changed. A resource that never had one gets none until an entry is used.
 func (c *Controller) syncRecord(ctx context.Context, rk ResourceKey) error {
+	c.recordMu.Lock()
+	defer c.recordMu.Unlock()
+	return c.writeRecord(ctx, rk)
+}
+
+// writeRecord is syncRecord with c.recordMu held.
+func (c *Controller) writeRecord(ctx context.Context, rk ResourceKey) error {
 	r, _, err := c.resource(ctx, rk)
 	if err != nil {
 		return err
@@ -167,7 +232,13 @@ func (c *Controller) syncRecord(ctx context.Context, rk ResourceKey) error {
 	}
 	metrics.SyncerRetentionWrites.WithLabelValues(metrics.ResultSuccess).Inc()
 	c.mu.Lock()
-	c.records[rk] = &recordState{uid: r.UID, hash: hash}
+	named := map[string]struct{}{}
+	for ns, u := range usage {
+		if len(recordOf(u)) > 0 {
+			named[ns] = struct{}{}
+		}
+	}
+	c.records[rk] = &recordState{uid: r.UID, hash: hash, namespaces: named}
 	c.mu.Unlock()
 	return nil
 }

@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/internal/syncer"
 	"github.com/enix/kuik/internal/testutil"
@@ -197,9 +199,9 @@ func TestRetentionSurvivesRestart(t *testing.T) {
 
 // Retention survives a leader change too, and the retention window expiring drops the entry on
 // its own, without a resync or any event: leader and standby, real clock, a short retention.
-// The leader's retention record waits an hour to be written, so the standby can only learn of
-// A from what the leader writes as it stops (a leader stopped within the record's delay lost
-// the retention before).
+// The leader's debounced record write waits an hour: the record it writes before its first
+// Secrets has A live, and only what it writes as it stops has A's last use (a leader stopped
+// within the record's delay lost the retention before).
 func TestRetentionSurvivesLeaderChangeAndExpires(t *testing.T) {
 	e := harness(t)
 	f := newRetentionFixture(t, e)
@@ -216,15 +218,36 @@ func TestRetentionSurvivesLeaderChangeAndExpires(t *testing.T) {
 	f.createPods(t, e)
 	secretHolds(t, e, f.busy, f.secret, bothAB)
 	secretHolds(t, e, f.quiet, f.secret, entryA)
-	if _, err := record(t.Context(), e, f.n); err == nil {
-		t.Fatal("the leader wrote its retention record before its delay: inconclusive")
+	aIs := func(want func(string) bool, what string) {
+		t.Helper()
+		rec, err := record(t.Context(), e, f.n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ns := range []string{f.busy, f.quiet} {
+			if a := rec[ns]["registry.a/acme/foo"]; !want(a) {
+				t.Fatalf("the record has A in %s as %q, want %s (record %v)", ns, a, what, rec)
+			}
+		}
 	}
+	isLive := func(s string) bool { return s == "live" }
+	aIs(isLive, "live: written before the first Secrets")
 	var standby appliedLog
 	startSyncerWith(t, opts, cp.ConfigAsServiceAccount(crns, serviceAccount), standby.observe)
 
+	skipped := appliesSkipped(t)
 	f.deletePodsOfA(t, e)
 	deleted := time.Now()
+	// The Secrets do not change (A is retained): the leader's decisions show as skipped applies.
+	eventually(t, "the leader decides both namespaces without A's pods", func(context.Context) error {
+		if appliesSkipped(t)-skipped < 2 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	aIs(isLive, "live still: the debounced write waits an hour")
 	stopLeader()
+	aIs(func(s string) bool { return s != "live" && s != "" }, "its last use, written as the leader stopped")
 	inRetention := func() {
 		t.Helper()
 		if waited := time.Since(deleted); waited >= opts.Retention {
@@ -251,4 +274,14 @@ func TestRetentionSurvivesLeaderChangeAndExpires(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// appliesSkipped reads the process-wide counter of applies skipped by the hash.
+func appliesSkipped(t *testing.T) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := metrics.SyncerAppliesSkipped.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }
