@@ -3,9 +3,11 @@ package routing
 import (
 	"fmt"
 	"regexp"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
@@ -171,26 +173,35 @@ func validateAuth(a *v1alpha1.Auth, p *field.Path) field.ErrorList {
 		errs = append(errs, field.Required(p, "exactly one of secretRef or provider must be set"))
 	}
 	if a.SecretRef != nil {
-		errs = append(errs, validateName(a.SecretRef.Name, p.Child("secretRef", "name"), maxNameLen)...)
+		errs = append(errs, validateName(a.SecretRef.Name, p.Child("secretRef", "name"), maxNameLen, validation.IsDNS1123Subdomain)...)
 	}
 	if a.Provider != nil {
 		pp := p.Child("provider")
-		errs = append(errs, validateName(a.Provider.Name, pp.Child("name"), maxNameLen)...)
+		// A provider is named by the kubelet's configuration, under its own rules.
+		errs = append(errs, validateName(a.Provider.Name, pp.Child("name"), maxNameLen, nil)...)
 		if sa := a.Provider.ServiceAccountRef; sa != nil {
 			sp := pp.Child("serviceAccountRef")
-			errs = append(errs, validateName(sa.Namespace, sp.Child("namespace"), maxNamespaceLen)...)
-			errs = append(errs, validateName(sa.Name, sp.Child("name"), maxNameLen)...)
+			errs = append(errs, validateName(sa.Namespace, sp.Child("namespace"), maxNamespaceLen, validation.IsDNS1123Label)...)
+			errs = append(errs, validateName(sa.Name, sp.Child("name"), maxNameLen, validation.IsDNS1123Subdomain)...)
 		}
 	}
 	return errs
 }
 
-func validateName(s string, p *field.Path, maxLen int) field.ErrorList {
+// validateName checks an object name: not empty, at most maxLen bytes and, when valid is set,
+// a name the API server would give an object (a Secret, a ServiceAccount, a namespace), so a
+// reference that can never resolve is refused at admission instead of failing later.
+func validateName(s string, p *field.Path, maxLen int, valid func(string) []string) field.ErrorList {
 	switch {
 	case s == "":
 		return field.ErrorList{field.Required(p, "must not be empty")}
 	case len(s) > maxLen:
 		return field.ErrorList{field.TooLong(p, s, maxLen)}
+	}
+	if valid != nil {
+		if msgs := valid(s); len(msgs) > 0 {
+			return field.ErrorList{field.Invalid(p, s, strings.Join(msgs, "; "))}
+		}
 	}
 	return nil
 }

@@ -145,6 +145,16 @@ func TestValidateImageAlternative(t *testing.T) {
 			obj:  valid().SecretRef("").Build(),
 			want: []string{`spec.alternatives[0].auth.secretRef.name: Required value: must not be empty`},
 		},
+		"a secretRef name no Secret can have": {
+			obj:  valid().SecretRef("Not_A_Name").Build(),
+			want: []string{`spec.alternatives[0].auth.secretRef.name: Invalid value: "Not_A_Name": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`},
+		},
+		"a service account in a namespace that cannot exist": {
+			obj: withSpec(func(s *v1alpha1.ImageAlternativeSpec) {
+				s.Alternatives[0].Auth = &v1alpha1.Auth{Provider: &v1alpha1.ProviderAuth{Name: "ecr", ServiceAccountRef: &v1alpha1.ServiceAccountReference{Namespace: "team.a", Name: "puller"}}}
+			}),
+			want: []string{`spec.alternatives[0].auth.provider.serviceAccountRef.namespace: Invalid value: "team.a": must not contain dots`},
+		},
 		"a provider without name and a service account without namespace": {
 			obj: withSpec(func(s *v1alpha1.ImageAlternativeSpec) {
 				s.Alternatives[0].Auth = &v1alpha1.Auth{Provider: &v1alpha1.ProviderAuth{ServiceAccountRef: &v1alpha1.ServiceAccountReference{Name: "sa"}}}

@@ -70,7 +70,7 @@ func TestCRDRefusesInvalidRoutingResources(t *testing.T) {
 		"invalid reference": {ia(repo("quay.io/Acme/foo")),
 			[]string{"spec.alternatives[0].repository", "not a valid image repository"}},
 		"mixed forms": {ia(repo("quay.io/acme/foo"), group("registry.local/acme/")),
-			[]string{"spec", "every entry must use the same form"}},
+			[]string{"spec.alternatives", "every entry must use the same form"}},
 		"both repository and repositoryGroup": {ia(v1alpha1.Alternative{Repository: "quay.io/acme/foo", RepositoryGroup: "quay.io/acme/"}),
 			[]string{"spec.alternatives[0]", "exactly one of repository or repositoryGroup"}},
 		"neither repository nor repositoryGroup": {ia(v1alpha1.Alternative{Insecure: true}),

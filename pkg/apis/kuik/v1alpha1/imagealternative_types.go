@@ -5,7 +5,7 @@ import (
 )
 
 // ImageAlternativeSpec declares repositories that serve the same images as one another.
-// +kubebuilder:validation:XValidation:rule="self.alternatives.all(a, has(a.repository)) || self.alternatives.all(a, has(a.repositoryGroup))",message="alternatives: every entry must use the same form, repository or repositoryGroup"
+// +kubebuilder:validation:XValidation:rule="self.alternatives.all(a, has(a.repository)) || self.alternatives.all(a, has(a.repositoryGroup))",message="alternatives: every entry must use the same form, repository or repositoryGroup",fieldPath=".alternatives"
 type ImageAlternativeSpec struct {
 	// podSelector selects the pods this resource routes; empty selects every pod.
 	// +optional
