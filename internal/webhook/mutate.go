@@ -12,6 +12,7 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -123,7 +124,21 @@ func (m *PodMutator) mutate(ctx context.Context, req admission.Request) (ops []j
 	if err != nil {
 		return nil, nil, "route", err
 	}
+	// kuik's records must not take a pod the API server would admit over its limit on
+	// annotations: the pod would be refused because of kuik. It is admitted unchanged.
+	if after := annotationsSize(pod.Annotations); after > apivalidation.TotalAnnotationSizeLimitB && annotationsSize(b.annotations) <= apivalidation.TotalAnnotationSizeLimitB {
+		return nil, nil, "annotations", fmt.Errorf("kuik's records would take the pod's annotations to %d bytes, over the API server's limit of %d", after, apivalidation.TotalAnnotationSizeLimitB)
+	}
 	return patch(b, pod, decisions), decisions, "", nil
+}
+
+// annotationsSize is the size the API server limits: every key and value, in bytes.
+func annotationsSize(m map[string]string) int {
+	n := 0
+	for k, v := range m {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 var _ admission.Handler = (*PodMutator)(nil)
