@@ -57,6 +57,7 @@ var (
 	flagFlap       = flag.Duration("flap", time.Second, "row 5: the upstream is up for this long, then down for this long, and so on")
 	flagVictim     = flag.String("victim", "busy", "row 4: which webhook replica is killed: busy (the one the API server's connection goes to, found by dry runs) or idle (the other)")
 	flagPullPolicy = flag.String("pull-policy", string(corev1.PullIfNotPresent), "row 5: imagePullPolicy of the pods (Always: every pod's pull meets the flapping registry, and the kubelet's back-off makes the tail minutes long)")
+	flagPolicy     = flag.String("failure-policy", "", "the pod webhook's failurePolicy (chart value webhook.mutating.failurePolicy; empty: the chart's default, Ignore)")
 	flagTimeout    = flag.Duration("timeout", 6*time.Minute, "bound of each wait for the kubelet")
 )
 
@@ -107,7 +108,11 @@ func run(ctx context.Context, n *testnode.Node) error {
 	if err := n.TrustPlainHTTP(e.mirror.Host); err != nil {
 		return err
 	}
-	if e.kuik, err = kuiknode.Install(ctx, n, kuiknode.Options{Registry: images.Host}); err != nil {
+	var values map[string]any
+	if *flagPolicy != "" {
+		values = map[string]any{"webhook": map[string]any{"mutating": map[string]any{"failurePolicy": *flagPolicy}}}
+	}
+	if e.kuik, err = kuiknode.Install(ctx, n, kuiknode.Options{Registry: images.Host, Values: values}); err != nil {
 		return err
 	}
 	for _, tm := range e.kuik.Timings {
@@ -120,7 +125,11 @@ func run(ctx context.Context, n *testnode.Node) error {
 	}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	fmt.Printf("node and kuik ready in %s (chart defaults: webhook.replicaCount 2, mutating failurePolicy Ignore, probe timeout 2s, cacheTTL 10s)\n", time.Since(t0).Round(time.Millisecond))
+	policy := "Ignore (chart default)"
+	if *flagPolicy != "" {
+		policy = *flagPolicy + " (-failure-policy)"
+	}
+	fmt.Printf("node and kuik ready in %s (chart defaults: webhook.replicaCount 2, probe timeout 2s, cacheTTL 10s; mutating failurePolicy %s)\n", time.Since(t0).Round(time.Millisecond), policy)
 
 	var failures []string
 	for _, row := range strings.Split(*flagRows, ",") {
