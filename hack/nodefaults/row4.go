@@ -158,6 +158,12 @@ func (e *env) row4(ctx context.Context) error {
 			return fmt.Errorf("unrouted pod %s has image %s, want the upstream's", p.Name, p.Spec.Containers[0].Image)
 		}
 	}
+	refused, err := e.events(ctx, s.ns, "FailedCreate")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("ReplicaSet creates refused by the API server (FailedCreate events, with repeats): %d\n", refused)
+
 	hooks, err = e.webhookPods(ctx)
 	if err != nil {
 		return err

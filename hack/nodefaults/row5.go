@@ -282,7 +282,12 @@ func sumMaps(ms []map[string]float64) map[string]float64 {
 // pullFailures counts the kubelet's Failed events (pulls that failed) in the namespace, with
 // their repetitions.
 func (e *env) pullFailures(ctx context.Context, ns string) (int, error) {
-	list, err := e.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=Failed"})
+	return e.events(ctx, ns, "Failed")
+}
+
+// events counts the namespace's events of this reason, with their repetitions.
+func (e *env) events(ctx context.Context, ns, reason string) (int, error) {
+	list, err := e.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + reason})
 	if err != nil {
 		return 0, fmt.Errorf("listing events: %w", err)
 	}
