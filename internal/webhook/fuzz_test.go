@@ -173,11 +173,14 @@ var reviewCodecs = func() serializer.CodecFactory {
 type anyVersionReview struct{ admissionv1.AdmissionReview }
 
 func (r *anyVersionReview) DeepCopyObject() runtime.Object {
-	return &anyVersionReview{AdmissionReview: *r.AdmissionReview.DeepCopy()}
+	return &anyVersionReview{AdmissionReview: *r.DeepCopy()}
 }
 
 // decodeReview decodes the request as the handler does; false when the handler cannot.
-func decodeReview(body []byte) (*admissionv1.AdmissionRequest, bool) {
+// The request also carries its apiVersion and kind, which the response must repeat when they
+// are an AdmissionReview's (the API server sends nothing else; controller-runtime echoes what
+// it decoded).
+func decodeReview(body []byte) (*review, bool) {
 	if len(body) == 0 {
 		return nil, false
 	}
@@ -185,15 +188,26 @@ func decodeReview(body []byte) (*admissionv1.AdmissionRequest, bool) {
 	ar := anyVersionReview{}
 	ar.Request = req
 	ar.SetGroupVersionKind(admissionv1.SchemeGroupVersion.WithKind("AdmissionReview"))
-	if _, _, err := reviewCodecs.UniversalDeserializer().Decode(body, nil, &ar); err != nil {
+	_, gvk, err := reviewCodecs.UniversalDeserializer().Decode(body, nil, &ar)
+	if err != nil {
 		return nil, false
 	}
-	return req, true
+	r := &review{AdmissionRequest: req}
+	if gvk != nil && gvk.Group == admissionv1.GroupName && gvk.Kind == "AdmissionReview" {
+		r.apiVersion = gvk.GroupVersion().String()
+	}
+	return r, true
+}
+
+// review is a decoded request, with the AdmissionReview apiVersion it came in ("" for another).
+type review struct {
+	*admissionv1.AdmissionRequest
+	apiVersion string
 }
 
 // checkResponse checks the answer is an AdmissionReview the API server accepts and no panic
 // was recovered by controller-runtime.
-func checkResponse(t *testing.T, path string, rec *httptest.ResponseRecorder, req *admissionv1.AdmissionRequest, decoded bool) *admissionv1.AdmissionResponse {
+func checkResponse(t *testing.T, path string, rec *httptest.ResponseRecorder, req *review, decoded bool) *admissionv1.AdmissionResponse {
 	t.Helper()
 	if rec.Code != http.StatusOK {
 		t.Fatalf("%s: HTTP %d", path, rec.Code)
@@ -211,8 +225,8 @@ func checkResponse(t *testing.T, path string, rec *httptest.ResponseRecorder, re
 	if !decoded {
 		return out.Response
 	}
-	if out.APIVersion == "" || out.Kind != "AdmissionReview" {
-		t.Fatalf("%s: the response is apiVersion %q kind %q", path, out.APIVersion, out.Kind)
+	if req.apiVersion != "" && (out.APIVersion != req.apiVersion || out.Kind != "AdmissionReview") {
+		t.Fatalf("%s: the response to an AdmissionReview %s is apiVersion %q kind %q", path, req.apiVersion, out.APIVersion, out.Kind)
 	}
 	if out.Response.UID != req.UID {
 		t.Fatalf("%s: response UID %q for request UID %q", path, out.Response.UID, req.UID)
@@ -221,7 +235,7 @@ func checkResponse(t *testing.T, path string, rec *httptest.ResponseRecorder, re
 }
 
 // checkPodResponse checks what the pod mutator answered to a request that decoded.
-func checkPodResponse(t *testing.T, req *admissionv1.AdmissionRequest, resp *admissionv1.AdmissionResponse) {
+func checkPodResponse(t *testing.T, req *review, resp *admissionv1.AdmissionResponse) {
 	t.Helper()
 	if !resp.Allowed {
 		t.Fatalf("the pod mutator denied a request: %+v", resp.Result)
