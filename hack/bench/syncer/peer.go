@@ -363,7 +363,13 @@ func (b *bench) peer(ctx context.Context, kuikApplies *atomic.Int64, stopSyncer 
 	peerTime, err := wait(pt, "peer", exited)
 	if err != nil {
 		_ = logf.Sync()
-		return fmt.Errorf("%w (peer exit: %v)\npeer log:\n%s", err, exitErr, tail(logPath))
+		state := "still running"
+		select {
+		case <-exited:
+			state = fmt.Sprintf("exited: %v", exitErr)
+		default:
+		}
+		return fmt.Errorf("%w (peer %s)\npeer log:\n%s", err, state, tail(logPath))
 	}
 	pq, err := b.quiet(ctx, pt)
 	if err != nil {
