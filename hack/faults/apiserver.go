@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 )
 
 // apiserverKill is row 1: kube-apiserver SIGKILLed in the middle of an Always convergence and
 // started again on the same etcd; the syncer keeps running.
-func apiserverKill(ctx context.Context, bin string) error {
-	e, err := newEnv(ctx, bin)
+func apiserverKill(ctx context.Context, bin string, w io.Writer) error {
+	e, err := newEnv(ctx, bin, w)
 	if err != nil {
 		return err
 	}
@@ -67,15 +68,15 @@ func apiserverKill(ctx context.Context, bin string) error {
 	}
 	leader := s.leader(ctx)
 
-	fmt.Printf("floor: the syncer converges %d namespaces undisturbed in %s\n", n, floor.Round(time.Millisecond))
-	fmt.Printf("fault: kube-apiserver SIGKILLed at +%s after the resource's creation, %.0f of %d pairs applied\n", since(t1, tKill), atKill, n)
-	fmt.Printf("       down %s (kill -> restarted and /readyz ok: %s; the new process was ready %s after its start)\n",
+	printf(w, "floor: the syncer converges %d namespaces undisturbed in %s\n", n, floor.Round(time.Millisecond))
+	printf(w, "fault: kube-apiserver SIGKILLed at +%s after the resource's creation, %.0f of %d pairs applied\n", since(t1, tKill), atKill, n)
+	printf(w, "       down %s (kill -> restarted and /readyz ok: %s; the new process was ready %s after its start)\n",
 		flagOutage.String(), since(tKill, tReady), since(tRestart, tReady))
-	fmt.Printf("       every Secret correct %s after the API server returned; %s after the creation (%.2fx the floor)\n",
+	printf(w, "       every Secret correct %s after the API server returned; %s after the creation (%.2fx the floor)\n",
 		since(tReady, tDone), since(t1, tDone), float64(tDone.Sub(t1))/float64(floor))
-	fmt.Printf("       syncer: %.0f apply errors during the outage, %.0f successful applies in all, still running: %v, still leader: %v\n",
+	printf(w, "       syncer: %.0f apply errors during the outage, %.0f successful applies in all, still running: %v, still leader: %v\n",
 		m[`kuik_secret_syncer_applies_total{result="error"}`], m[`kuik_secret_syncer_applies_total{result="success"}`], s.alive(), leader)
-	fmt.Printf("       checked: %d Secrets of the faulted resource and %d of the floor's, content of each\n", n, n)
+	printf(w, "       checked: %d Secrets of the faulted resource and %d of the floor's, content of each\n", n, n)
 	switch {
 	case !s.alive():
 		return fmt.Errorf("%w: the syncer exited; log:\n%s", errOutcome, s.p.LogTail())
@@ -84,6 +85,6 @@ func apiserverKill(ctx context.Context, bin string) error {
 	case len(floorBad) > 0:
 		return fmt.Errorf("%w: %d of the floor's Secrets wrong after the fault: %v", errOutcome, len(floorBad), first(floorBad, 5))
 	}
-	fmt.Println("outcome: nothing lost, the syncer recovered without a restart")
+	printf(w, "outcome: nothing lost, the syncer recovered without a restart\n")
 	return nil
 }

@@ -23,11 +23,13 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -67,7 +69,7 @@ var (
 	flagNamespaces = flag.Int("namespaces", 2000, "namespaces of the Always convergence")
 	flagOutage     = flag.Duration("outage", 5*time.Second, "apiserver-kill: how long kube-apiserver stays down")
 	flagRetention  = flag.Duration("retention", 45*time.Second, "leader-kill: the syncers' --retention (must exceed the takeover, ~15-17s)")
-	flagSmoke      = flag.Bool("smoke", false, "small sizes for CI: 50 namespaces, a 3s outage, a 30s retention")
+	flagSmoke      = flag.Bool("smoke", false, "small sizes for CI: 50 namespaces, a 3s outage, a 25s retention; the faults run at once")
 	flagKeepLogs   = flag.Bool("keep", false, "keep the syncers' logs and the control plane's directory")
 )
 
@@ -79,13 +81,13 @@ func main() {
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
 	if *flagSmoke {
-		*flagNamespaces, *flagOutage, *flagRetention = 50, 3*time.Second, 30*time.Second
+		*flagNamespaces, *flagOutage, *flagRetention = 50, 3*time.Second, 25*time.Second
 	}
 	if flag.NArg() != 1 {
 		flag.Usage()
 		os.Exit(2)
 	}
-	faults := map[string]func(context.Context, string) error{
+	faults := map[string]func(context.Context, string, io.Writer) error{
 		"apiserver-kill": apiserverKill,
 		"syncer-kill":    syncerKill,
 		"leader-kill":    leaderKill,
@@ -109,11 +111,33 @@ func main() {
 	}
 	defer cleanup()
 	fmt.Printf("secret-syncer built in %s\n", time.Since(start).Round(time.Millisecond))
+	// Under -smoke the faults run at once, each on its own control plane, their output
+	// printed in order; otherwise one after the other, so that their figures do not mix.
+	outs := make([]bytes.Buffer, len(run))
+	errs := make([]error, len(run))
+	var wg sync.WaitGroup
+	for i, f := range run {
+		var w io.Writer = os.Stdout
+		if *flagSmoke {
+			w = &outs[i]
+		}
+		fn := func() {
+			printf(w, "\n== %s (N=%d)\n", f, *flagNamespaces)
+			if errs[i] = faults[f](context.Background(), bin, w); errs[i] != nil {
+				printf(w, "FAILED %s: %v\n", f, errs[i])
+			}
+		}
+		if *flagSmoke {
+			wg.Go(fn)
+		} else {
+			fn()
+		}
+	}
+	wg.Wait()
 	var failed []string
-	for _, f := range run {
-		fmt.Printf("\n== %s (N=%d)\n", f, *flagNamespaces)
-		if err := faults[f](context.Background(), bin); err != nil {
-			fmt.Printf("FAILED %s: %v\n", f, err)
+	for i, f := range run {
+		_, _ = os.Stdout.Write(outs[i].Bytes())
+		if errs[i] != nil {
 			failed = append(failed, f)
 		}
 	}
@@ -151,15 +175,16 @@ type env struct {
 	dir        string // syncers' logs and kubeconfig
 	kubeconfig string // the syncer's ServiceAccount, with a real token
 	chartArgs  map[string]string
+	w          io.Writer // the fault's output
 }
 
-func newEnv(ctx context.Context, bin string) (*env, error) {
+func newEnv(ctx context.Context, bin string, w io.Writer) (*env, error) {
 	t0 := time.Now()
 	cp, err := testenv.Start(ctx, testenv.Options{CRDs: true})
 	if err != nil {
 		return nil, err
 	}
-	e := &env{cp: cp, bin: bin}
+	e := &env{cp: cp, bin: bin, w: w}
 	ok := false
 	defer func() {
 		if !ok {
@@ -224,7 +249,7 @@ func newEnv(ctx context.Context, bin string) (*env, error) {
 		return nil, fmt.Errorf("writing the syncer's kubeconfig: %w", err)
 	}
 	ok = true
-	fmt.Printf("control plane ready, chart identity %s/%s applied, in %s\n", crns, sa, time.Since(t0).Round(time.Millisecond))
+	printf(e.w, "control plane ready, chart identity %s/%s applied, in %s\n", crns, sa, time.Since(t0).Round(time.Millisecond))
 	return e, nil
 }
 
@@ -232,7 +257,7 @@ func (e *env) stop() {
 	e.cp.Stop()
 	if e.dir != "" {
 		if *flagKeepLogs {
-			fmt.Printf("logs kept in %s\n", e.dir)
+			printf(e.w, "logs kept in %s\n", e.dir)
 		} else {
 			_ = os.RemoveAll(e.dir)
 		}
@@ -251,7 +276,7 @@ func (e *env) namespaces(ctx context.Context, prefix, label string, n int) ([]st
 	if err != nil {
 		return nil, fmt.Errorf("creating namespaces: %w", err)
 	}
-	fmt.Printf("created %d namespaces in %s\n", n, time.Since(t0).Round(time.Millisecond))
+	printf(e.w, "created %d namespaces in %s\n", n, time.Since(t0).Round(time.Millisecond))
 	return names, nil
 }
 
@@ -308,9 +333,12 @@ func (e *env) waitCorrect(ctx context.Context, name string, namespaces []string,
 	var last []string
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		bad, err := e.checkSecrets(ctx, name, namespaces, want)
+		if err != nil && ctx.Err() != nil {
+			return false, nil // the poll's own deadline: keep the last result
+		}
 		if err != nil {
 			if len(last) == 0 || last[0] != err.Error() {
-				fmt.Printf("  (%s)\n", err)
+				printf(e.w, "  (%s)\n", err)
 			}
 			last = []string{err.Error()}
 			return false, nil
@@ -614,3 +642,6 @@ func parallel(ctx context.Context, n, workers int, fn func(context.Context, int)
 func since(t0, t time.Time) string { return t.Sub(t0).Round(time.Millisecond).String() }
 
 var errOutcome = errors.New("outcome wrong")
+
+// printf writes to a fault's output; a failed write to stdout or a buffer is not worth a stop.
+func printf(w io.Writer, format string, a ...any) { _, _ = fmt.Fprintf(w, format, a...) }

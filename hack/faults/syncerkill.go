@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -10,8 +11,8 @@ import (
 
 // syncerKill is row 2: the syncer SIGKILLed in the middle of an Always convergence and started
 // again at once, as the kubelet restarts it.
-func syncerKill(ctx context.Context, bin string) error {
-	e, err := newEnv(ctx, bin)
+func syncerKill(ctx context.Context, bin string, w io.Writer) error {
+	e, err := newEnv(ctx, bin, w)
 	if err != nil {
 		return err
 	}
@@ -109,20 +110,20 @@ func syncerKill(ctx context.Context, bin string) error {
 	hFloor := ws.histogram(pairKeys("floor", names))
 	bm, _ := b.scrape(ctx)
 
-	fmt.Printf("floor: %d namespaces converge undisturbed in %s, %.0f apply requests (%.2f per pair), %s\n",
+	printf(w, "floor: %d namespaces converge undisturbed in %s, %.0f apply requests (%.2f per pair), %s\n",
 		n, floor.Round(time.Millisecond), floorApplies, floorApplies/float64(n), formatHistogram(hFloor))
-	fmt.Printf("fault: syncer-1 SIGKILLed at +%s after the resource's creation, %d of %d Secrets written\n", since(t1, tKill), written, n)
-	fmt.Printf("       syncer-2 started %s after the kill, leader %s after its start (the dead leader's lease runs out)\n",
+	printf(w, "fault: syncer-1 SIGKILLed at +%s after the resource's creation, %d of %d Secrets written\n", since(t1, tKill), written, n)
+	printf(w, "       syncer-2 started %s after the kill, leader %s after its start (the dead leader's lease runs out)\n",
 		since(tKill, tStarted), since(tStarted, tLeader))
-	fmt.Printf("       every Secret correct %s after syncer-2 took the lease; %s after the creation (%.2fx the floor; %.2fx without the lease wait)\n",
+	printf(w, "       every Secret correct %s after syncer-2 took the lease; %s after the creation (%.2fx the floor; %.2fx without the lease wait)\n",
 		since(tLeader, tDone), since(t1, tDone), float64(tDone.Sub(t1))/float64(floor), float64(tDone.Sub(t1)-tLeader.Sub(tKill))/float64(floor))
-	fmt.Printf("       apply requests since the creation (API server's count, both processes): %.0f for %d pairs of the resource and %d of the floor's (%.2f per pair of the resource; syncer-2 re-applies every pair once at its start)\n",
+	printf(w, "       apply requests since the creation (API server's count, both processes): %.0f for %d pairs of the resource and %d of the floor's (%.2f per pair of the resource; syncer-2 re-applies every pair once at its start)\n",
 		applies, n, n, (applies-float64(n))/float64(n))
-	fmt.Printf("       syncer-2: %.0f applies, %.0f skipped by the hash\n",
+	printf(w, "       syncer-2: %.0f applies, %.0f skipped by the hash\n",
 		bm[`kuik_secret_syncer_applies_total{result="success"}`], bm["kuik_secret_syncer_applies_skipped_total"])
-	fmt.Printf("       Secret writes (watch ADDED/MODIFIED) per pair: resource %s; floor %s (watch broken: %v)\n",
+	printf(w, "       Secret writes (watch ADDED/MODIFIED) per pair: resource %s; floor %s (watch broken: %v)\n",
 		formatHistogram(h), formatHistogram(hFloor), ws.broken.Load())
-	fmt.Printf("       checked: %d Secrets, content of each\n", n)
+	printf(w, "       checked: %d Secrets, content of each\n", n)
 	for k, c := range h {
 		if k != 1 && c > 0 {
 			return fmt.Errorf("%w: %d pairs written %d times, want every pair once", errOutcome, c, k)
@@ -136,6 +137,6 @@ func syncerKill(ctx context.Context, bin string) error {
 	if ws.broken.Load() {
 		return fmt.Errorf("%w: the write watch broke: counts incomplete", errOutcome)
 	}
-	fmt.Println("outcome: no pair missed, one write per pair")
+	printf(w, "outcome: no pair missed, one write per pair\n")
 	return nil
 }
