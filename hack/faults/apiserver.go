@@ -57,7 +57,20 @@ func apiserverKill(ctx context.Context, bin string, w io.Writer) error {
 		return err
 	}
 	tReady := time.Now()
-	tDone, err := e.waitCorrect(ctx, "always", names, alwaysAuths, 10*time.Minute)
+	// A syncer that exits (its lease lost: an outage past the renew deadline) converges nothing.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.p.Exited():
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	tDone, err := e.waitCorrect(wctx, "always", names, alwaysAuths, 10*time.Minute)
+	if !s.alive() {
+		return fmt.Errorf("%w: the syncer exited %s after the kill, before every Secret was correct; log:\n%s", errOutcome, since(tKill, time.Now()), s.p.LogTail())
+	}
 	if err != nil {
 		return err
 	}

@@ -94,7 +94,7 @@ func leaderKill(ctx context.Context, bin string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer ws.w.Stop()
+	defer ws.stop()
 	flags := []string{"--leader-elect=true", "--retention=" + retention.String()}
 	a, err := e.startSyncer(ctx, "replica-1", flags...)
 	if err != nil {

@@ -529,8 +529,10 @@ type writes struct {
 	byPair map[string]int
 	times  map[string][]time.Time
 	total  atomic.Int64
-	w      watch.Interface
+	stop   context.CancelFunc
 	broken atomic.Bool
+	// resumed counts the watches the API server ended and that were resumed.
+	resumed atomic.Int64
 }
 
 func (e *env) watchWrites(ctx context.Context) (*writes, error) {
@@ -539,27 +541,46 @@ func (e *env) watchWrites(ctx context.Context) (*writes, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := e.cs.CoreV1().Secrets("").Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: list.ResourceVersion, TimeoutSeconds: ptr.To(int64(3600))})
+	ctx, cancel := context.WithCancel(ctx)
+	ws := &writes{byPair: map[string]int{}, times: map[string][]time.Time{}, stop: cancel}
+	rv := list.ResourceVersion
+	w, err := e.cs.CoreV1().Secrets("").Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
 	if err != nil {
+		cancel()
 		return nil, err
 	}
-	ws := &writes{byPair: map[string]int{}, times: map[string][]time.Time{}, w: w}
 	go func() {
-		for ev := range w.ResultChan() {
-			switch ev.Type {
-			case watch.Added, watch.Modified:
-				s, ok := ev.Object.(*corev1.Secret)
-				if !ok {
-					continue
+		// The API server ends a watch now and then (timeout, slow consumer): resume from the
+		// last resource version seen, so that no write goes uncounted.
+		for {
+			for ev := range w.ResultChan() {
+				switch ev.Type {
+				case watch.Added, watch.Modified, watch.Bookmark:
+					s, ok := ev.Object.(*corev1.Secret)
+					if !ok {
+						continue
+					}
+					rv = s.ResourceVersion
+					if ev.Type == watch.Bookmark {
+						continue
+					}
+					k := s.Namespace + "/" + s.Name
+					ws.mu.Lock()
+					ws.byPair[k]++
+					ws.times[k] = append(ws.times[k], time.Now())
+					ws.mu.Unlock()
+					ws.total.Add(1)
+				case watch.Error:
+					ws.broken.Store(true)
 				}
-				k := s.Namespace + "/" + s.Name
-				ws.mu.Lock()
-				ws.byPair[k]++
-				ws.times[k] = append(ws.times[k], time.Now())
-				ws.mu.Unlock()
-				ws.total.Add(1)
-			case watch.Error:
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			ws.resumed.Add(1)
+			if w, err = e.cs.CoreV1().Secrets("").Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true}); err != nil {
 				ws.broken.Store(true)
+				return
 			}
 		}
 	}()

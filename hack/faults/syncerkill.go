@@ -26,7 +26,7 @@ func syncerKill(ctx context.Context, bin string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer ws.w.Stop()
+	defer ws.stop()
 	a, err := e.startSyncer(ctx, "syncer-1")
 	if err != nil {
 		return err
@@ -121,8 +121,8 @@ func syncerKill(ctx context.Context, bin string, w io.Writer) error {
 		applies, n, n, (applies-float64(n))/float64(n))
 	printf(w, "       syncer-2: %.0f applies, %.0f skipped by the hash\n",
 		bm[`kuik_secret_syncer_applies_total{result="success"}`], bm["kuik_secret_syncer_applies_skipped_total"])
-	printf(w, "       Secret writes (watch ADDED/MODIFIED) per pair: resource %s; floor %s (watch broken: %v)\n",
-		formatHistogram(h), formatHistogram(hFloor), ws.broken.Load())
+	printf(w, "       Secret writes (watch ADDED/MODIFIED) per pair: resource %s; floor %s (watch broken: %v, resumed %d times)\n",
+		formatHistogram(h), formatHistogram(hFloor), ws.broken.Load(), ws.resumed.Load())
 	printf(w, "       checked: %d Secrets, content of each\n", n)
 	for k, c := range h {
 		if k != 1 && c > 0 {
