@@ -51,7 +51,12 @@ for t in "${targets[@]}"; do
 	last=$(grep -E '^fuzz: elapsed: .*execs: ' "$log" | tail -n 1 || true)
 	execs=$(sed -nE 's/.*execs: ([0-9]+).*/\1/p' <<<"$last")
 	interesting=$(sed -nE 's/.*new interesting: ([0-9]+).*/\1/p' <<<"$last")
-	elapsed=$(sed -nE 's/^fuzz: elapsed: ([0-9hms.]+),.*/\1/p' <<<"$last")
+	elapsed=$(grep -E '^fuzz: elapsed: ' "$log" | tail -n 1 | sed -nE 's/^fuzz: elapsed: ([0-9hms.]+),.*/\1/p' || true)
+	if [[ -z $last && $status == ok ]]; then
+		# A DURATION shorter than gathering the baseline coverage of the corpus (the seeds and
+		# the cache's interesting inputs, all run once): nothing mutated, the corpus passed.
+		status="ok (baseline coverage only: DURATION too short to start mutating)"
+	fi
 	crashers=$(grep -c 'Failing input written to' "$log" || true)
 	if [[ $status == FAILED && $crashers -eq 0 ]]; then
 		status="FAILED (no crasher: see the log)"
