@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -233,7 +234,7 @@ func (c *Controller) Start(ctx context.Context) error {
 		}
 		defer func() { _ = inf.RemoveEventHandler(reg) }()
 	}
-	c.enqueueAll(ctx, false)
+	c.enqueueAll(ctx)
 	c.providers.dirtyAll(c.providerSecretNames(ctx))
 	log.Info("started", "clusterResourceNamespace", c.cfg.ClusterResourceNamespace, "workers", c.cfg.Workers,
 		"credentialProviders", c.cfg.Plugins != nil)
@@ -256,15 +257,23 @@ func (c *Controller) Start(ctx context.Context) error {
 	})
 	ticker := time.NewTicker(c.cfg.ResyncPeriod)
 	defer ticker.Stop()
+	var resyncing atomic.Bool
 loop:
 	for {
 		select {
 		case <-ctx.Done():
 			break loop
 		case <-ticker.C:
-			log.V(1).Info("resync")
 			c.pruneEvents()
-			c.enqueueAll(ctx, true)
+			if !resyncing.CompareAndSwap(false, true) {
+				log.Info("resync skipped: the previous one is still feeding its pairs")
+				continue
+			}
+			log.V(1).Info("resync")
+			wg.Go(func() {
+				defer resyncing.Store(false)
+				c.resync(ctx)
+			})
 		}
 	}
 	c.queue.ShutDown()
@@ -280,18 +289,56 @@ loop:
 }
 
 // enqueueAll queues every pair the informers call for and every pair already written, and
-// every resource's status; force makes the next decision of each known pair apply whatever
-// its hash says, even a pair being decided right now (it is decided once more).
-func (c *Controller) enqueueAll(ctx context.Context, force bool) {
-	if force {
+// every resource's status.
+func (c *Controller) enqueueAll(ctx context.Context) {
+	for _, rk := range c.resourceKeys(ctx) {
+		c.enqueueResource(ctx, rk)
+	}
+}
+
+// resync makes the next decision of every pair apply whatever its hash says, restoring Secrets
+// someone else deleted or edited. It feeds the pairs to the work queue a few at a time: a
+// decision an event calls for waits behind at most resyncBacklog of them, not behind every
+// pair of the cluster.
+func (c *Controller) resync(ctx context.Context) {
+	var keys []PairKey
+	for _, rk := range c.resourceKeys(ctx) {
+		c.statusQueue.AddAfter(rk, c.cfg.StatusDelay)
+		keys = append(keys, c.pairsOf(ctx, rk)...)
+	}
+	feed(ctx, c.queue, keys, c.resyncBacklog(), func(k PairKey) {
 		c.mu.Lock()
-		for k := range c.pairs {
+		if _, known := c.pairs[k]; known {
 			c.forced[k] = struct{}{}
 		}
 		c.mu.Unlock()
-	}
-	for _, rk := range c.resourceKeys(ctx) {
-		c.enqueueResource(ctx, rk)
+	})
+}
+
+// resyncBacklog is how many resync decisions may wait in the work queue at once.
+func (c *Controller) resyncBacklog() int { return 2 * c.cfg.Workers }
+
+// feed adds keys to q one by one, each once fewer than backlog keys wait in it, calling before
+// just before adding each; it returns early when ctx ends.
+func feed[K comparable](ctx context.Context, q workqueue.TypedInterface[K], keys []K, backlog int, before func(K)) {
+	const poll = 5 * time.Millisecond
+	t := time.NewTimer(0)
+	defer t.Stop()
+	<-t.C
+	for _, k := range keys {
+		for q.Len() >= backlog {
+			t.Reset(poll)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		before(k)
+		q.Add(k)
 	}
 }
 
@@ -336,6 +383,13 @@ func (c *Controller) resourceKeys(ctx context.Context) []ResourceKey {
 // or the namespaces of its rewritten pods for OnFailure.
 func (c *Controller) enqueueResource(ctx context.Context, rk ResourceKey) {
 	c.statusQueue.AddAfter(rk, c.cfg.StatusDelay)
+	for _, k := range c.pairsOf(ctx, rk) {
+		c.enqueuePair(k)
+	}
+}
+
+// pairsOf lists a resource's pairs: those already known, and those the informers call for.
+func (c *Controller) pairsOf(ctx context.Context, rk ResourceKey) []PairKey {
 	namespaces := map[string]struct{}{}
 	c.mu.Lock()
 	for k := range c.pairs {
@@ -368,9 +422,11 @@ func (c *Controller) enqueueResource(ctx context.Context, rk ResourceKey) {
 			namespaces[pods.Items[i].Namespace] = struct{}{}
 		}
 	}
+	keys := make([]PairKey, 0, len(namespaces))
 	for ns := range namespaces {
-		c.enqueuePair(PairKey{Kind: rk.Kind, Name: rk.Name, Namespace: ns})
+		keys = append(keys, PairKey{Kind: rk.Kind, Name: rk.Name, Namespace: ns})
 	}
+	return keys
 }
 
 // enqueuePair debounces on the leading edge: the first event of a pair is decided at once,
