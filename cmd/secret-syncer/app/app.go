@@ -118,6 +118,11 @@ holding the credentials of the entries the webhook rewrites pods to.`,
 	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `address serving /healthz and /readyz; "0" turns it off`)
 	f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect a leader through a Lease, for more than one replica")
 	f.StringVar(&opts.LeaderElectionID, "leader-election-id", syncer.DefaultLeaderElectionID, "name of the leader election Lease")
+	f.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second,
+		"how long a standby waits, after the leader's last renewal, to take over")
+	f.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second,
+		"how long the leader retries renewing before it gives up and exits: the longest API server outage it rides out")
+	f.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "wait between two attempts to acquire or renew")
 	opts.Providers.bind(f)
 	f.DurationVar(&opts.ProviderRenewFloor, "provider-renew-floor", time.Minute,
 		"least time between two plugin runs for one image; a credential the plugin asks not to cache is kept twice that")
@@ -152,6 +157,10 @@ func (o *Options) validate() error {
 	}
 	if o.LeaderElection && o.LeaderElectionID == "" {
 		errs = append(errs, errors.New("--leader-election-id must not be empty with --leader-elect"))
+	}
+	if o.LeaderElection && (o.RetryPeriod <= 0 || o.RenewDeadline <= o.RetryPeriod || o.LeaseDuration <= o.RenewDeadline) {
+		errs = append(errs, fmt.Errorf("--leader-elect-lease-duration (%s) must exceed --leader-elect-renew-deadline (%s), which must exceed --leader-elect-retry-period (%s) > 0",
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
 	}
 	if o.ProviderRenewFloor <= 0 {
 		errs = append(errs, fmt.Errorf("--provider-renew-floor must be positive, got %s", o.ProviderRenewFloor))

@@ -51,6 +51,10 @@ func TestFlagDefaults(t *testing.T) {
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":8081",
 		LeaderElectionID:       "kuik-secret-syncer",
+		// client-go's and controller-runtime's defaults.
+		LeaseDuration: 15 * time.Second,
+		RenewDeadline: 10 * time.Second,
+		RetryPeriod:   2 * time.Second,
 	}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)
@@ -72,7 +76,8 @@ func TestFlags(t *testing.T) {
 	got, _, err := execute(t,
 		"--cluster-resource-namespace=ops", "--kubeconfig=/tmp/kc", "--retention=1h", "--resync-period=30s",
 		"--debounce=1s", "--workers=4", "--metrics-bind-address=127.0.0.1:9090",
-		"--health-probe-bind-address=0", "--leader-elect", "--leader-election-id=other")
+		"--health-probe-bind-address=0", "--leader-elect", "--leader-election-id=other",
+		"--leader-elect-lease-duration=90s", "--leader-elect-renew-deadline=60s", "--leader-elect-retry-period=5s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +95,9 @@ func TestFlags(t *testing.T) {
 		HealthProbeBindAddress: "0",
 		LeaderElection:         true,
 		LeaderElectionID:       "other",
+		LeaseDuration:          90 * time.Second,
+		RenewDeadline:          time.Minute,
+		RetryPeriod:            5 * time.Second,
 	}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)
@@ -103,6 +111,8 @@ func TestInvalidFlagsDoNotRun(t *testing.T) {
 		"zero resync":            {"--resync-period=0s"},
 		"negative retention":     {"--retention=-1m"},
 		"election without an id": {"--leader-elect", "--leader-election-id="},
+		"renew past the lease":   {"--leader-elect", "--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=20s"},
+		"zero retry period":      {"--leader-elect", "--leader-elect-retry-period=0s"},
 		"unknown flag":           {"--nope"},
 		"argument":               {"extra"},
 	} {
