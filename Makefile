@@ -83,8 +83,15 @@ bench: ## Micro-benchmarks (go test -bench); figures are printed, never asserted
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/...
 
 .PHONY: fuzz
-fuzz: ## Run each fuzz target for FUZZTIME (default 20s).
-	@for f in $$(grep -rhoE '^func Fuzz[A-Za-z0-9_]+' --include='*_test.go' internal | sed 's/func //'); do \
-		pkg=$$(grep -rlE "^func $$f\(" --include='*_test.go' internal | xargs dirname); \
-		$(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$${FUZZTIME:-20s} ./$$pkg; \
-	done
+fuzz: ## Run each fuzz target for FUZZTIME (default 20s), one after the other (hack/fuzz.sh).
+	hack/fuzz.sh $${FUZZTIME:-20s}
+
+.PHONY: campaign-smoke
+campaign-smoke: controlplane node ## A short run of every fault, load and scale program of docs/CAMPAIGN.md (CI runs it; the figures of a smoke mean nothing).
+	KUIK_ASSETS="$$(hack/controlplane.sh dir)" $(GO) run ./hack/faults -smoke all
+	KUIK_ASSETS="$$(hack/controlplane.sh dir)" $(GO) run ./hack/badinput -smoke
+	KUIK_ASSETS="$$(hack/controlplane.sh dir)" $(GO) run ./hack/bench/admission -pods 120 -rounds 3
+	KUIK_ASSETS="$$(hack/controlplane.sh dir)" $(GO) run ./hack/bench/syncer -namespaces 50 -pods 500 -rewritten 50 \
+		-latency-samples 10 -resync 10s -peer-cmd 'hack/bench/syncer/peer-kubectl.sh 5' -peer-secret peer-pull -peer-quiet 5s
+	KUIK_ASSETS="$$(hack/controlplane.sh dir)" $(GO) run ./hack/nodefaults -replicas 5 -observe 10s
+	hack/fuzz.sh 10s
