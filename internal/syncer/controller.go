@@ -146,6 +146,9 @@ type Controller struct {
 
 	// providers keeps the provider credentials.
 	providers *keeper
+	// graceful, when set, is done when the process stops on purpose (not on a lost lease):
+	// only then are the pending retention records written at the stop.
+	graceful context.Context
 }
 
 // NewController builds a controller over a cache configured with [CacheOptions]; core applies
@@ -280,11 +283,14 @@ loop:
 	c.statusQueue.ShutDown()
 	c.recordQueue.ShutDown()
 	wg.Wait()
-	// Run returns before the manager releases the lease: the next leader restores what this
-	// one decided last, also the uses still waiting for their debounce.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordFlushTimeout)
-	defer cancel()
-	c.flushRecords(fctx)
+	// On a graceful stop this returns before the manager releases the lease: the next leader
+	// restores what this one decided last, also the uses still waiting for their debounce. A
+	// leader that lost its lease writes nothing more: another may lead already.
+	if c.graceful == nil || c.graceful.Err() != nil {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordFlushTimeout)
+		defer cancel()
+		c.flushRecords(fctx)
+	}
 	return nil
 }
 

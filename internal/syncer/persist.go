@@ -84,9 +84,8 @@ func (c *Controller) restoreRecords(ctx context.Context) {
 	log.Info("restored retention records", "records", len(records), "pairs", pairs)
 }
 
-// recordFlushTimeout bounds the writes of a stop's pending retention records. A leader that
-// lost its lease also stops so, with RenewDeadline (10s) having passed and the lease valid
-// until LeaseDuration (15s): the writes end before another replica can be elected.
+// recordFlushTimeout bounds the writes of a graceful stop's pending retention records, made
+// while this replica still holds the lease (a leader that lost it writes none).
 const recordFlushTimeout = 2 * time.Second
 
 // recordChanged marks a resource's retention record as to be written after the debounce.

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -59,8 +62,13 @@ func Scheme() (*runtime.Scheme, error) {
 // on the leader), health probes and metrics. Client-side rate limiting is off: API Priority and
 // Fairness governs.
 func NewManager(ctx context.Context, restConfig *rest.Config, opts Options) (manager.Manager, error) {
+	mgr, _, err := newManager(ctx, restConfig, opts)
+	return mgr, err
+}
+
+func newManager(ctx context.Context, restConfig *rest.Config, opts Options) (manager.Manager, *trackedController, error) {
 	if opts.ClusterResourceNamespace == "" {
-		return nil, errors.New("the cluster resource namespace is required")
+		return nil, nil, errors.New("the cluster resource namespace is required")
 	}
 	cfg := rest.CopyConfig(restConfig)
 	cfg.QPS, cfg.Burst = -1, 0
@@ -69,7 +77,7 @@ func NewManager(ctx context.Context, restConfig *rest.Config, opts Options) (man
 	}
 	scheme, err := Scheme()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	id := opts.LeaderElectionID
 	if id == "" {
@@ -107,29 +115,31 @@ func NewManager(ctx context.Context, restConfig *rest.Config, opts Options) (man
 	}
 	mgr, err := manager.New(cfg, mopts)
 	if err != nil {
-		return nil, fmt.Errorf("building manager: %w", err)
+		return nil, nil, fmt.Errorf("building manager: %w", err)
 	}
 	cs, err := kubernetes.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
 	if err != nil {
-		return nil, fmt.Errorf("building clientset: %w", err)
+		return nil, nil, fmt.Errorf("building clientset: %w", err)
 	}
 	// core/v1 events: the events.k8s.io recorder folds events of one reason and action into a
 	// series whatever their note, while each entry left out is its own cause.
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&corev1client.EventSinkImpl{Interface: cs.CoreV1().Events("")})
 	if err := mgr.Add(shutdownOnStop{broadcaster.Shutdown}); err != nil {
-		return nil, fmt.Errorf("adding event broadcaster: %w", err)
+		return nil, nil, fmt.Errorf("adding event broadcaster: %w", err)
 	}
 	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: FieldManager})
 	ctrl := NewController(opts.Config, mgr.GetCache(), cs.CoreV1(), mgr.GetClient(), recorder)
+	ctrl.graceful = ctx
 	if err := ctrl.Prepare(ctx, mgr.GetFieldIndexer()); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := mgr.Add(ctrl); err != nil {
-		return nil, fmt.Errorf("adding controller: %w", err)
+	tracked := &trackedController{Controller: ctrl, done: make(chan struct{})}
+	if err := mgr.Add(tracked); err != nil {
+		return nil, nil, fmt.Errorf("adding controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, fmt.Errorf("adding health check: %w", err)
+		return nil, nil, fmt.Errorf("adding health check: %w", err)
 	}
 	informersSynced := func(req *http.Request) error {
 		wctx, cancel := context.WithTimeout(req.Context(), time.Second)
@@ -140,9 +150,9 @@ func NewManager(ctx context.Context, restConfig *rest.Config, opts Options) (man
 		return nil
 	}
 	if err := mgr.AddReadyzCheck("informers", informersSynced); err != nil {
-		return nil, fmt.Errorf("adding readiness check: %w", err)
+		return nil, nil, fmt.Errorf("adding readiness check: %w", err)
 	}
-	return mgr, nil
+	return mgr, tracked, nil
 }
 
 // shutdownOnStop calls a function when the manager stops, leader or not.
@@ -156,14 +166,69 @@ func (s shutdownOnStop) Start(ctx context.Context) error {
 
 func (shutdownOnStop) NeedLeaderElection() bool { return false }
 
-// Run runs the secret-syncer until ctx ends.
+// trackedController tells when the controller, once started, has returned.
+type trackedController struct {
+	*Controller
+	started atomic.Bool
+	done    chan struct{}
+}
+
+func (t *trackedController) Start(ctx context.Context) error {
+	t.started.Store(true)
+	defer close(t.done)
+	return t.Controller.Start(ctx)
+}
+
+// errLeaseLost is controller-runtime's error when a leader cannot renew its lease within
+// RenewDeadline; it is matched by its text, the only form the manager returns it in
+// (TestLeaderRidesOutAnAPIServerOutageLongerThanItsRenewDeadline fails if that changes).
+const errLeaseLost = "leader election lost"
+
+// stopTimeout bounds the wait for a controller that lost its lease to stop writing.
+const stopTimeout = 20 * time.Second
+
+// Run runs the secret-syncer until ctx ends. A leader that loses its lease (the API server
+// out of reach for RenewDeadline) waits until its controller has stopped writing, then
+// campaigns again in the same process with a new manager, instead of exiting: an API server
+// outage costs a lease wait, not a restart of the container.
 func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
-	mgr, err := NewManager(ctx, restConfig, opts)
-	if err != nil {
-		return err
+	log := logr.FromContextOrDiscard(ctx)
+	recampaign := false
+	newBackoff := func() wait.Backoff {
+		return wait.Backoff{Duration: time.Second, Factor: 2, Steps: 6, Cap: 30 * time.Second}
 	}
-	if err := mgr.Start(ctx); err != nil {
-		return fmt.Errorf("running secret-syncer: %w", err)
+	backoff := newBackoff()
+	for {
+		mgr, ctrl, err := newManager(ctx, restConfig, opts)
+		if err != nil {
+			if !recampaign {
+				return err
+			}
+			// The API server that cost the lease may still be out of reach.
+			log.Error(err, "building the manager again after a lost lease")
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff.Step()):
+			}
+			continue
+		}
+		backoff = newBackoff()
+		err = mgr.Start(ctx)
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		if !opts.LeaderElection || !ctrl.started.Load() || !strings.Contains(err.Error(), errLeaseLost) {
+			return fmt.Errorf("running secret-syncer: %w", err)
+		}
+		// The manager does not wait for its runnables when the lease is lost: this does, so
+		// that the new manager's controller never writes beside the old one.
+		select {
+		case <-ctrl.done:
+		case <-time.After(stopTimeout):
+			return fmt.Errorf("running secret-syncer: the controller did not stop within %s of losing its lease: %w", stopTimeout, err)
+		}
+		log.Info("lost the leader lease (the API server out of reach for the renew deadline): the controller stopped, campaigning again")
+		recampaign = true
 	}
-	return nil
 }

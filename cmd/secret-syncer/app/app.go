@@ -158,8 +158,11 @@ func (o *Options) validate() error {
 	if o.LeaderElection && o.LeaderElectionID == "" {
 		errs = append(errs, errors.New("--leader-election-id must not be empty with --leader-elect"))
 	}
-	if o.LeaderElection && (o.RetryPeriod <= 0 || o.RenewDeadline <= o.RetryPeriod || o.LeaseDuration <= o.RenewDeadline) {
-		errs = append(errs, fmt.Errorf("--leader-elect-lease-duration (%s) must exceed --leader-elect-renew-deadline (%s), which must exceed --leader-elect-retry-period (%s) > 0",
+	// A leader gives up RenewDeadline after its last failed retry (RetryPeriod after its last
+	// renewal); a standby takes over LeaseDuration after that renewal: the first must come
+	// first, or two replicas write at once. client-go also wants RenewDeadline > 1.2 × RetryPeriod.
+	if o.LeaderElection && (o.RetryPeriod <= 0 || float64(o.RenewDeadline) <= 1.2*float64(o.RetryPeriod) || o.LeaseDuration <= o.RenewDeadline+o.RetryPeriod) {
+		errs = append(errs, fmt.Errorf("--leader-elect-lease-duration (%s) must exceed --leader-elect-renew-deadline (%s) + --leader-elect-retry-period (%s), and the renew deadline 1.2 × the retry period > 0",
 			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
 	}
 	if o.ProviderRenewFloor <= 0 {

@@ -106,15 +106,17 @@ func TestFlags(t *testing.T) {
 
 func TestInvalidFlagsDoNotRun(t *testing.T) {
 	for name, args := range map[string][]string{
-		"no workers":             {"--workers=0"},
-		"empty namespace":        {"--cluster-resource-namespace="},
-		"zero resync":            {"--resync-period=0s"},
-		"negative retention":     {"--retention=-1m"},
-		"election without an id": {"--leader-elect", "--leader-election-id="},
-		"renew past the lease":   {"--leader-elect", "--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=20s"},
-		"zero retry period":      {"--leader-elect", "--leader-elect-retry-period=0s"},
-		"unknown flag":           {"--nope"},
-		"argument":               {"extra"},
+		"no workers":               {"--workers=0"},
+		"empty namespace":          {"--cluster-resource-namespace="},
+		"zero resync":              {"--resync-period=0s"},
+		"negative retention":       {"--retention=-1m"},
+		"election without an id":   {"--leader-elect", "--leader-election-id="},
+		"renew past the lease":     {"--leader-elect", "--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=20s"},
+		"zero retry period":        {"--leader-elect", "--leader-elect-retry-period=0s"},
+		"lease within renew+retry": {"--leader-elect", "--leader-elect-lease-duration=60s", "--leader-elect-renew-deadline=59s", "--leader-elect-retry-period=2s"},
+		"retry near the deadline":  {"--leader-elect", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=9s"},
+		"unknown flag":             {"--nope"},
+		"argument":                 {"extra"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, called, err := execute(t, args...)
