@@ -211,6 +211,7 @@ func (c *Controller) forgetResource(rk ResourceKey) {
 	delete(c.emitted, rk)
 	delete(c.records, rk)
 	delete(c.recordDirty, rk)
+	delete(c.recordFailed, rk)
 	metrics.SyncerPairs.Set(float64(len(c.pairs)))
 	c.providers.use(context.Background(), rk, nil)
 }

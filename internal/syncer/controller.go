@@ -141,6 +141,8 @@ type Controller struct {
 	// recordDirty holds the resources whose retention record waits for its debounce: a
 	// graceful stop writes them before the lease is released.
 	recordDirty map[ResourceKey]struct{}
+	// recordFailed is when a resource's record last failed to be written before a first Secret.
+	recordFailed map[ResourceKey]time.Time
 	// recordMu serializes the writes of retention records.
 	recordMu sync.Mutex
 
@@ -175,7 +177,8 @@ func NewController(cfg Config, c cache.Cache, core corev1client.CoreV1Interface,
 		emitted:   map[ResourceKey]map[LeftOut]struct{}{},
 		records:   map[ResourceKey]*recordState{},
 
-		recordDirty: map[ResourceKey]struct{}{},
+		recordDirty:  map[ResourceKey]struct{}{},
+		recordFailed: map[ResourceKey]time.Time{},
 	}
 	ctrl.providers = newKeeper(cfg, core)
 	ctrl.providers.existing = ctrl.secret

@@ -158,11 +158,37 @@ func (c *Controller) recordBeforeSecret(ctx context.Context, k PairKey, st *pair
 	if named {
 		return
 	}
-	if err := c.writeRecord(ctx, rk); err != nil {
+	// A write that failed lately (a slow or refusing API server) is not tried again on every
+	// decision, and one that hangs holds the other resources' first Secrets for a bounded time.
+	c.mu.Lock()
+	failed, recent := c.recordFailed[rk]
+	c.mu.Unlock()
+	if recent && time.Since(failed) < recordBeforeSecretBackoff {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, recordBeforeSecretTimeout)
+	defer cancel()
+	err := c.writeRecord(wctx, rk)
+	c.mu.Lock()
+	if err != nil {
+		c.recordFailed[rk] = time.Now()
+	} else {
+		delete(c.recordFailed, rk)
+	}
+	c.mu.Unlock()
+	if err != nil {
 		logr.FromContextOrDiscard(ctx).Error(err, "writing retention record before a first secret: the debounced write retries",
 			"kind", rk.Kind, "name", rk.Name, "namespace", k.Namespace)
 	}
 }
+
+// The record written before a first Secret waits at most recordBeforeSecretTimeout, and after
+// a failure the resource's first Secrets go without it for recordBeforeSecretBackoff (the
+// debounced write retries meanwhile).
+const (
+	recordBeforeSecretTimeout = 5 * time.Second
+	recordBeforeSecretBackoff = 30 * time.Second
+)
 
 // recordNames reports whether the resource's record, as last written or restored, names ns;
 // c.mu is held.
