@@ -57,6 +57,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/enix/kuik/internal/benchutil"
 	"github.com/enix/kuik/internal/credentials"
 	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/syncer"
@@ -392,7 +393,7 @@ func (w *world) routingFlood(ctx context.Context) error {
 	var iaLat, imLat []time.Duration
 	var mu sync.Mutex
 	t0 := time.Now()
-	err := parallel(ctx, r, *flagWorkers, func(ctx context.Context, i int) error {
+	err := benchutil.Parallel(ctx, r, *flagWorkers, func(ctx context.Context, i int) error {
 		b := testutil.NewImageAlternative(fmt.Sprintf("flood-%03d", i)).NamespaceSelector(floodSel).
 			Repository(w.original(i))
 		for j := 1; j < 31; j++ {
@@ -579,7 +580,7 @@ func (w *world) pods(ctx context.Context, timeout, budget time.Duration) error {
 		if k.protobuf {
 			cs = w.proto
 		}
-		_ = parallel(ctx, n, *flagWorkers, func(ctx context.Context, i int) error {
+		_ = benchutil.Parallel(ctx, n, *flagWorkers, func(ctx context.Context, i int) error {
 			p := k.build(i)
 			t := time.Now()
 			got, err := cs.CoreV1().Pods(k.namespace).Create(ctx, p, metav1.CreateOptions{})
@@ -832,35 +833,6 @@ func summary(d []time.Duration) string {
 	return fmt.Sprintf("p50 %s p99 %s max %s", pct(d, 50), pct(d, 99), d[len(d)-1].Round(time.Millisecond))
 }
 
-func pct(sorted []time.Duration, p int) time.Duration {
-	i := (len(sorted)*p + 99) / 100
-	return sorted[min(max(i-1, 0), len(sorted)-1)].Round(time.Millisecond)
-}
-
-// parallel runs fn for 0..n-1 on workers goroutines, stopping at the first error.
-func parallel(ctx context.Context, n, workers int, fn func(context.Context, int) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	next := atomic.Int64{}
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := fn(ctx, i); err != nil {
-					cancel(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return context.Cause(ctx)
-}
-
 // tb lets testutil's registry run outside a test: a failure panics, cleanups are the caller's.
 type tb struct{ testing.TB }
 
@@ -868,3 +840,8 @@ func (tb) Helper()                   {}
 func (tb) Cleanup(func())            {}
 func (tb) Fatal(args ...any)         { panic(fmt.Sprint(args...)) }
 func (tb) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
+
+// pct is the p-th percentile of sorted, rounded for printing.
+func pct(sorted []time.Duration, p int) time.Duration {
+	return benchutil.Percentile(sorted, p).Round(time.Millisecond)
+}

@@ -55,6 +55,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/enix/kuik/internal/benchutil"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/internal/syncer"
 	"github.com/enix/kuik/internal/testenv"
@@ -268,7 +269,7 @@ func (e *env) stop() {
 func (e *env) namespaces(ctx context.Context, prefix, label string, n int) ([]string, error) {
 	names := make([]string, n)
 	t0 := time.Now()
-	err := parallel(ctx, n, 16, func(ctx context.Context, i int) error {
+	err := benchutil.Parallel(ctx, n, 16, func(ctx context.Context, i int) error {
 		names[i] = fmt.Sprintf("%s-%05d", prefix, i)
 		_, err := e.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: names[i], Labels: map[string]string{"faults": label}}}, metav1.CreateOptions{})
 		return err
@@ -634,30 +635,6 @@ func waitApplies(ctx context.Context, s *syncerProc, n float64, timeout time.Dur
 		}
 		return s.applies(ctx) >= n, nil
 	})
-}
-
-// parallel runs fn for 0..n-1 on workers goroutines, stopping at the first error.
-func parallel(ctx context.Context, n, workers int, fn func(context.Context, int) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	next := atomic.Int64{}
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := fn(ctx, i); err != nil {
-					cancel(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return context.Cause(ctx)
 }
 
 func since(t0, t time.Time) string { return t.Sub(t0).Round(time.Millisecond).String() }

@@ -46,7 +46,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,6 +63,7 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/enix/kuik/internal/benchutil"
 	"github.com/enix/kuik/internal/syncer"
 	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/internal/testutil"
@@ -316,7 +316,7 @@ func run(ctx context.Context) (err error) {
 			fmt.Printf("round %d %-22s done at +%s\n", r, m, time.Since(start).Round(time.Second))
 		}
 	}
-	rss, hwm, err := procMemory(wh.cmd.Process.Pid)
+	rss, hwm, err := benchutil.ProcMemory(wh.cmd.Process.Pid)
 	if err != nil {
 		return err
 	}
@@ -375,7 +375,7 @@ func run(ctx context.Context) (err error) {
 			100*cpu.Seconds()/wall.Seconds(), float64(pods)/wall.Seconds())
 	}
 	fmt.Printf("\nkuik's webhook: %s CPU while not installed; RSS %s (peak %s), Go heap in use %s\n",
-		idle.Round(time.Millisecond), mib(rss), mib(hwm), mib(int64(metrics["go_memstats_heap_inuse_bytes"])))
+		idle.Round(time.Millisecond), benchutil.MiB(rss), benchutil.MiB(hwm), benchutil.MiB(int64(metrics["go_memstats_heap_inuse_bytes"])))
 	fmt.Printf("kuik's metrics: admissions patched %.0f, unchanged %.0f, error %.0f; probes to the hanging upstream %.0f (connections %d)\n",
 		metrics[`kuik_webhook_admissions_total{result="patched",webhook="mutate-pods"}`], metrics[`kuik_webhook_admissions_total{result="unchanged",webhook="mutate-pods"}`],
 		metrics[`kuik_webhook_admissions_total{result="error",webhook="mutate-pods"}`], sumPrefix(metrics, `kuik_registry_probes_total{registry="`+silent.Host), silent.Accepted())
@@ -451,7 +451,7 @@ func createBatch(ctx context.Context, cs kubernetes.Interface, wh *webhookProces
 		return batch{}, err
 	}
 	t0 := time.Now()
-	err = parallel(ctx, n, *flagConcurrency, func(ctx context.Context, j int) error {
+	err = benchutil.Parallel(ctx, n, *flagConcurrency, func(ctx context.Context, j int) error {
 		p := plainPod(ns, fmt.Sprintf("r%d-%05d", r+1, j), image, j)
 		t := time.Now()
 		got, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
@@ -763,60 +763,6 @@ func (w *webhookProcess) scrape(ctx context.Context) (map[string]float64, error)
 	return out, s.Err()
 }
 
-func procMemory(pid int) (rss, hwm int64, err error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseInt(fields[1], 10, 64)
-		switch fields[0] {
-		case "VmRSS:":
-			rss = v * 1024
-		case "VmHWM:":
-			hwm = v * 1024
-		}
-	}
-	return rss, hwm, s.Err()
-}
-
-func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
-
-func pct(sorted []time.Duration, p int) time.Duration {
-	i := (len(sorted)*p + 99) / 100
-	return sorted[min(max(i-1, 0), len(sorted)-1)].Round(10 * time.Microsecond)
-}
-
-// parallel runs fn for 0..n-1 on workers goroutines, stopping at the first error.
-func parallel(ctx context.Context, n, workers int, fn func(context.Context, int) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	next := atomic.Int64{}
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := fn(ctx, i); err != nil {
-					cancel(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return context.Cause(ctx)
-}
-
 // plainPod is a pod of a realistic size (~3 KiB) with one container of image.
 func plainPod(ns, name, image string, i int) *corev1.Pod {
 	p := &corev1.Pod{
@@ -860,4 +806,9 @@ func (t *programTB) close() {
 	for i := len(t.cleanups) - 1; i >= 0; i-- {
 		t.cleanups[i]()
 	}
+}
+
+// pct is the p-th percentile of sorted, rounded for printing.
+func pct(sorted []time.Duration, p int) time.Duration {
+	return benchutil.Percentile(sorted, p).Round(10 * time.Microsecond)
 }

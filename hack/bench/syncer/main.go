@@ -54,6 +54,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
+	"github.com/enix/kuik/internal/benchutil"
 	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/internal/syncer"
@@ -162,7 +163,7 @@ func run(ctx context.Context) error {
 	}
 	names := b.names
 	t0 := time.Now()
-	err = parallel(ctx, n, *flagCreateWorkers, func(ctx context.Context, i int) error {
+	err = benchutil.Parallel(ctx, n, *flagCreateWorkers, func(ctx context.Context, i int) error {
 		_, err := b.create.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: names[i], Labels: map[string]string{"bench": "always"}}}, metav1.CreateOptions{})
 		return err
 	})
@@ -285,7 +286,7 @@ func run(ctx context.Context) error {
 	applyRequests.Store(0)
 	skippedBefore := counter(metrics.SyncerAppliesSkipped)
 	t0 = time.Now()
-	err = parallel(ctx, n, *flagWorkers, func(ctx context.Context, i int) error {
+	err = benchutil.Parallel(ctx, n, *flagWorkers, func(ctx context.Context, i int) error {
 		_, err := cs.CoreV1().Namespaces().Patch(ctx, names[i], types.MergePatchType, []byte(`{"metadata":{"labels":{"touched":"yes"}}}`), metav1.PatchOptions{})
 		return err
 	})
@@ -329,7 +330,7 @@ func run(ctx context.Context) error {
 	}
 	samples := *flagSamples
 	latNS := make([]string, samples)
-	err = parallel(ctx, samples, *flagCreateWorkers, func(ctx context.Context, i int) error {
+	err = benchutil.Parallel(ctx, samples, *flagCreateWorkers, func(ctx context.Context, i int) error {
 		latNS[i] = fmt.Sprintf("lat-%04d", i)
 		_, err := b.create.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: latNS[i]}}, metav1.CreateOptions{})
 		return err
@@ -417,7 +418,7 @@ func (b *bench) floor(ctx context.Context, prefix string, res int) (time.Duratio
 	}
 	n := len(b.names)
 	t0 := time.Now()
-	err := parallel(ctx, res*n, *flagWorkers, func(ctx context.Context, i int) error {
+	err := benchutil.Parallel(ctx, res*n, *flagWorkers, func(ctx context.Context, i int) error {
 		ns := b.names[i%n]
 		ac := syncer.ApplyConfiguration(syncer.DesiredSecret(owners[i/n], ns, b.data))
 		_, err := b.cs.CoreV1().Secrets(ns).Apply(ctx, ac, metav1.ApplyOptions{FieldManager: "bench", Force: true})
@@ -477,7 +478,7 @@ func (b *bench) memory(ctx context.Context) error {
 		rewrittenNS[names[j%n]] = struct{}{}
 	}
 	t0 := time.Now()
-	err := parallel(ctx, pods, *flagCreateWorkers, func(ctx context.Context, i int) error {
+	err := benchutil.Parallel(ctx, pods, *flagCreateWorkers, func(ctx context.Context, i int) error {
 		ns := names[i%n]
 		var p *corev1.Pod
 		if i < rewritten {
@@ -543,7 +544,7 @@ func (b *bench) memory(ctx context.Context) error {
 	}
 	converged := time.Since(t0)
 	time.Sleep(5 * time.Second)
-	rss, hwm, err := procMemory(cmd.Process.Pid)
+	rss, hwm, err := benchutil.ProcMemory(cmd.Process.Pid)
 	if err != nil {
 		return err
 	}
@@ -552,9 +553,9 @@ func (b *bench) memory(ctx context.Context) error {
 		m["kuik_secret_syncer_pairs"], m[`kuik_secret_syncer_applies_total{result="success"}`])
 	heap := ""
 	if h, ok := m["go_memstats_heap_inuse_bytes"]; ok {
-		heap = ", Go heap in use " + mib(int64(h))
+		heap = ", Go heap in use " + benchutil.MiB(int64(h))
 	}
-	fmt.Printf("RSS %s (peak %s)%s (goal RSS < 150 MiB)\n", mib(rss), mib(hwm), heap)
+	fmt.Printf("RSS %s (peak %s)%s (goal RSS < 150 MiB)\n", benchutil.MiB(rss), benchutil.MiB(hwm), heap)
 	if rss >= 150<<20 {
 		fmt.Printf("FINDING: RSS over the 150 MiB goal\n")
 	}
@@ -571,29 +572,6 @@ func tail(path string) string {
 		b = b[len(b)-4000:]
 	}
 	return string(b)
-}
-
-func procMemory(pid int) (rss, hwm int64, err error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseInt(fields[1], 10, 64)
-		switch fields[0] {
-		case "VmRSS:":
-			rss = v * 1024
-		case "VmHWM:":
-			hwm = v * 1024
-		}
-	}
-	return rss, hwm, s.Err()
 }
 
 func scrape(ctx context.Context, port int) (map[string]float64, error) {
@@ -633,13 +611,6 @@ func freePort() (int, error) {
 	return ports[0], nil
 }
 
-func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
-
-func pct(sorted []time.Duration, p int) time.Duration {
-	i := (len(sorted)*p + 99) / 100
-	return sorted[min(max(i-1, 0), len(sorted)-1)].Round(time.Millisecond)
-}
-
 func counter(c interface{ Write(*dto.Metric) error }) float64 {
 	var m dto.Metric
 	_ = c.Write(&m)
@@ -649,30 +620,6 @@ func counter(c interface{ Write(*dto.Metric) error }) float64 {
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// parallel runs fn for 0..n-1 on workers goroutines, stopping at the first error.
-func parallel(ctx context.Context, n, workers int, fn func(context.Context, int) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	next := atomic.Int64{}
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := fn(ctx, i); err != nil {
-					cancel(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return context.Cause(ctx)
-}
 
 // plainPod is a pod no resource rewrote, of a realistic size (~3 KiB).
 func plainPod(ns, name string, i int) *corev1.Pod {
@@ -742,4 +689,9 @@ func installCRDs(ctx context.Context, cfg *rest.Config) error {
 		}
 	}
 	return nil
+}
+
+// pct is the p-th percentile of sorted, rounded for printing.
+func pct(sorted []time.Duration, p int) time.Duration {
+	return benchutil.Percentile(sorted, p).Round(time.Millisecond)
 }
