@@ -22,6 +22,10 @@
 //     admission's deadline had passed) or "limit" (the bound on probes in flight was reached:
 //     --max-probes-in-flight).
 //   - kuik_registry_probes_in_flight: probes running now.
+//   - kuik_webhook_dry_run_decisions_total{kind,name,reason}: containers a dry-run resource would
+//     have rewritten (recorded in the pod's kuik.enix.io/dry-run annotation).
+//   - kuik_webhook_digest_pins_total{result}: containers routed to a pinDigest resource, result
+//     "pinned" or "no-digest" (the probe saw no digest; the candidate was passed over).
 //   - kuik_webhook_routing_resources: routing resources in the webhook's index.
 //
 // # secret-syncer (syncer.go)
@@ -52,6 +56,11 @@
 //     earliest credential of a kuik-provider-* Secret expires (alert on time() getting close).
 //   - kuik_secret_syncer_provider_secret_writes_total{result}: server-side applies of
 //     kuik-provider-* Secrets, written only when their content changes.
+//   - kuik_secret_syncer_missed_pulls_total{kind,name}: pods failing to pull an image the
+//     resource could route to an available candidate now (ImagePullMissedRouting events).
+//   - kuik_secret_syncer_stuck_pods_recreated_total{result}: pods deleted under
+//     recreateStuckPods, result "deleted", "error" or "rate-limited".
+//   - kuik_secret_syncer_fallback_pods{kind,name}: live pods the resource routes away now.
 //
 // controller-runtime's own metrics (workqueue_*, leader_election_master_status, rest_client_*)
 // are exported next to these and are not repeated here.

@@ -97,6 +97,27 @@ var (
 )
 
 // ObservePluginRun records one plugin execution (credentialprovider.Options.Observe).
+// MissedPulls counts image pulls that failed on a pod while a routing resource had an
+// available candidate for the image (ImagePullMissedRouting), by the resource's kind and name.
+var MissedPulls = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "kuik_secret_syncer_missed_pulls_total",
+	Help: "Pods failing to pull an image a routing resource could route now, by its kind and name.",
+}, []string{"kind", "name"})
+
+// StuckPodsRecreated counts pods deleted under recreateStuckPods so that their controller
+// recreates them, by result: "deleted", "error", "rate-limited" (left for later).
+var StuckPodsRecreated = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "kuik_secret_syncer_stuck_pods_recreated_total",
+	Help: "Stuck pods deleted for their controller to recreate, by result (deleted, error, rate-limited).",
+}, []string{"result"})
+
+// FallbackPods is the number of live pods a routing resource routes away now (its
+// status.fallbackPods), by kind and name.
+var FallbackPods = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "kuik_secret_syncer_fallback_pods",
+	Help: "Live pods routed away from their original image by a routing resource, by its kind and name.",
+}, []string{"kind", "name"})
+
 func ObservePluginRun(provider, result string, d time.Duration) {
 	ProviderPluginRuns.WithLabelValues(provider, result).Inc()
 	ProviderExecDuration.WithLabelValues(provider).Observe(d.Seconds())
@@ -108,6 +129,7 @@ func RegisterSyncer(reg prometheus.Registerer) error {
 		SyncerApplies, SyncerApplyDuration, SyncerAppliesSkipped, SyncerPairs,
 		SyncerInjectionFailures, SyncerQueueDepth, SyncerStatusUpdates, SyncerRetentionWrites,
 		ProviderPluginRuns, ProviderExecDuration, ProviderRenewals, ProviderCredentialExpiry, ProviderSecretWrites,
+		MissedPulls, StuckPodsRecreated, FallbackPods,
 	} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("registering secret-syncer metrics: %w", err)

@@ -63,6 +63,20 @@ var (
 	// function of its prober.
 	ProbesInFlight = &inFlight{}
 
+	// DryRunDecisions counts containers a dry-run resource would have rewritten, by its kind,
+	// name and reason (Always, OnFailure, NoAlternatives).
+	DryRunDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kuik_webhook_dry_run_decisions_total",
+		Help: "Containers a dry-run routing resource would have rewritten, by its kind, name and reason.",
+	}, []string{"kind", "name", "reason"})
+
+	// DigestPins counts containers rewritten to a digest (pinDigest), by result: "pinned", or
+	// "no-digest" when the probe saw no digest and the candidate was passed over.
+	DigestPins = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kuik_webhook_digest_pins_total",
+		Help: "Containers routed to a pinDigest resource, by result (pinned, no-digest).",
+	}, []string{"result"})
+
 	// RoutingResources is the number of routing resources in the webhook's index.
 	RoutingResources = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "kuik_webhook_routing_resources",
@@ -72,7 +86,7 @@ var (
 
 // WebhookCollectors are the webhook's metrics, for registration from main.
 func WebhookCollectors() []prometheus.Collector {
-	return []prometheus.Collector{Admissions, AdmissionDuration, AdmissionErrors, Rewrites, NoAlternatives, Probes, ProbeDuration, ProbesSkipped, ProbesInFlight, RoutingResources}
+	return []prometheus.Collector{Admissions, AdmissionDuration, AdmissionErrors, Rewrites, NoAlternatives, DryRunDecisions, DigestPins, Probes, ProbeDuration, ProbesSkipped, ProbesInFlight, RoutingResources}
 }
 
 // inFlight is a gauge read from a function set once the prober exists (0 before).

@@ -126,4 +126,34 @@ type RoutingStatus struct {
 	// namespaces is the number of namespaces holding this resource's pull Secret.
 	// +optional
 	Namespaces int32 `json:"namespaces,omitempty"`
+	// activeFallbacks are the images live pods are routed away from by this resource now, the
+	// ones with the most pods first, at most 32 (fallbacks gives the whole number).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	ActiveFallbacks []ActiveFallback `json:"activeFallbacks,omitempty"`
+	// fallbacks is the number of (original, routedTo) pairs live pods are routed through now.
+	// +optional
+	Fallbacks int32 `json:"fallbacks,omitempty"`
+	// fallbackPods is the number of live pods routed by this resource now.
+	// +optional
+	FallbackPods int32 `json:"fallbackPods,omitempty"`
+}
+
+// ActiveFallback is one image repository live pods are routed away from, and where to.
+type ActiveFallback struct {
+	// original is the repository the pods asked for, e.g. docker.io/library/nginx.
+	// +required
+	// +kubebuilder:validation:MaxLength=512
+	Original string `json:"original"`
+	// routedTo is the repository they were routed to.
+	// +required
+	// +kubebuilder:validation:MaxLength=512
+	RoutedTo string `json:"routedTo"`
+	// pods is the number of live pods routed so.
+	// +required
+	Pods int32 `json:"pods"`
+	// since is the creation time of the oldest of those pods.
+	// +required
+	Since metav1.Time `json:"since"`
 }

@@ -28,6 +28,26 @@ type ImageMirrorSpec struct {
 	// +optional
 	// +kubebuilder:default=OnFailure
 	RewritePolicy RewritePolicy `json:"rewritePolicy,omitempty"`
+	// dryRun: the webhook decides and probes as usual but changes no image and adds no pull
+	// Secret; it records what it would have done in the pod's kuik.enix.io/dry-run annotation.
+	// The secret-syncer writes no Secret for a dry-run resource. A dry-run resource never
+	// changes what an enforcing one decides.
+	// +optional
+	// +kubebuilder:default=false
+	DryRun bool `json:"dryRun,omitempty"`
+	// pinDigest: a container routed to this resource's candidate gets
+	// <candidate repository>@<digest the probe saw>, so the pod pulls exactly what was probed;
+	// the tag stays in kuik.enix.io/original-images.
+	// +optional
+	// +kubebuilder:default=false
+	PinDigest bool `json:"pinDigest,omitempty"`
+	// recreateStuckPods: the secret-syncer deletes a pod that fails to pull an image this
+	// resource could route to an available candidate now, when a controller owns the pod and it
+	// has been failing for the syncer's --stuck-pod-age, within a global rate limit, so that
+	// its controller recreates it and the webhook routes it.
+	// +optional
+	// +kubebuilder:default=false
+	RecreateStuckPods bool `json:"recreateStuckPods,omitempty"`
 	// destination is where mirrored images live.
 	// +required
 	Destination MirrorDestination `json:"destination"`
@@ -74,7 +94,13 @@ type MirrorPull struct {
 // +kubebuilder:printcolumn:name="Namespaces",type=integer,JSONPath=`.status.namespaces`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Fallbacks",type=integer,JSONPath=`.status.fallbacks`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="DryRun",type=boolean,JSONPath=`.spec.dryRun`,priority=1
+// +kubebuilder:printcolumn:name="PinDigest",type=boolean,JSONPath=`.spec.pinDigest`,priority=1
+// +kubebuilder:printcolumn:name="Recreate",type=boolean,JSONPath=`.spec.recreateStuckPods`,priority=1
+// +kubebuilder:printcolumn:name="Pods",type=integer,JSONPath=`.status.fallbackPods`,priority=1
+// +kubebuilder:printcolumn:name="Top-Fallback",type=string,JSONPath=`.status.activeFallbacks[0].routedTo`,priority=1
 type ImageMirror struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

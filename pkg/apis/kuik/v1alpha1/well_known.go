@@ -34,4 +34,17 @@ const (
 	// EventPullSecretInjectionFailed is the reason of the Warning event the syncer puts on a
 	// routing resource whose entry it could not write.
 	EventPullSecretInjectionFailed = "PullSecretInjectionFailed"
+
+	// AnnotationDryRun is a JSON map container name -> {"image", "by", "reason"}: what the
+	// webhook would have done to the container if the dry-run resources enforced.
+	AnnotationDryRun = "kuik.enix.io/dry-run"
+
+	// EventImagePullMissedRouting is the reason of the Warning event the syncer puts on a pod
+	// that fails to pull an image a routing resource could route to an available candidate
+	// now, and on that resource.
+	EventImagePullMissedRouting = "ImagePullMissedRouting"
+	// EventStuckPodRecreated is the reason of the Normal event the syncer puts on a routing
+	// resource with recreateStuckPods when it deletes such a pod so that its controller
+	// recreates it.
+	EventStuckPodRecreated = "StuckPodRecreated"
 )
