@@ -58,7 +58,8 @@ func CacheOptions(clusterResourceNamespace string) cache.Options {
 }
 
 // TransformPod keeps of a pod only what the syncer reads: name, namespace, labels, kuik's
-// annotations, container names and images, phase and deletionTimestamp.
+// annotations, container names and images, phase, creationTimestamp (which dates a live
+// fallback) and deletionTimestamp.
 func TransformPod(in any) (any, error) {
 	p, ok := in.(*corev1.Pod)
 	if !ok {
@@ -70,6 +71,7 @@ func TransformPod(in any) (any, error) {
 			Namespace:         p.Namespace,
 			UID:               p.UID,
 			ResourceVersion:   p.ResourceVersion,
+			CreationTimestamp: p.CreationTimestamp,
 			Labels:            p.Labels,
 			DeletionTimestamp: p.DeletionTimestamp,
 		},

@@ -54,6 +54,10 @@ type Config struct {
 	Workers int
 	// StatusDelay collapses status writes of one resource (default 1s).
 	StatusDelay time.Duration
+	// FallbackDelay collapses the pod changes of one resource into one computation of its live
+	// fallbacks (status.activeFallbacks, fallbacks, fallbackPods), written only when they
+	// change: at most one write per resource per FallbackDelay (default 10s).
+	FallbackDelay time.Duration
 	// Clock is the retention's and the provider credentials' clock; nil is the real one.
 	Clock clock.PassiveClock
 
@@ -89,6 +93,9 @@ func (c *Config) defaults() {
 	if c.StatusDelay == 0 {
 		c.StatusDelay = time.Second
 	}
+	if c.FallbackDelay <= 0 {
+		c.FallbackDelay = DefaultFallbackDelay
+	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
@@ -102,6 +109,9 @@ func (c *Config) defaults() {
 		c.ServiceAccountTokenTTL = 10 * time.Minute
 	}
 }
+
+// DefaultFallbackDelay is Config.FallbackDelay's default.
+const DefaultFallbackDelay = 10 * time.Second
 
 // PairKey is the unit of work: one routing resource in one namespace.
 type PairKey struct {
@@ -148,6 +158,8 @@ type Controller struct {
 
 	// providers keeps the provider credentials.
 	providers *keeper
+	// fallbacks keeps the resources' live fallbacks (fallbacks_controller.go).
+	fallbacks *fallbackTracker
 	// graceful, when set, is done when the process stops on purpose (not on a lost lease):
 	// only then are the pending retention records written at the stop.
 	graceful context.Context
@@ -179,6 +191,7 @@ func NewController(cfg Config, c cache.Cache, core corev1client.CoreV1Interface,
 
 		recordDirty:  map[ResourceKey]struct{}{},
 		recordFailed: map[ResourceKey]time.Time{},
+		fallbacks:    newFallbackTracker(),
 	}
 	ctrl.providers = newKeeper(cfg, core)
 	ctrl.providers.existing = ctrl.secret
@@ -229,18 +242,21 @@ func (c *Controller) Start(ctx context.Context) error {
 		&corev1.Pod{}:                c.podHandler(),
 		&corev1.Secret{}:             c.secretHandler(ctx),
 	}
-	for obj, h := range handlers {
-		inf, err := c.cache.GetInformer(ctx, obj)
-		if err != nil {
-			return fmt.Errorf("informer for %T: %w", obj, err)
+	for _, hs := range []map[client.Object]toolscache.ResourceEventHandler{handlers, c.fallbackHandlers(ctx)} {
+		for obj, h := range hs {
+			inf, err := c.cache.GetInformer(ctx, obj)
+			if err != nil {
+				return fmt.Errorf("informer for %T: %w", obj, err)
+			}
+			reg, err := inf.AddEventHandler(h)
+			if err != nil {
+				return fmt.Errorf("event handler for %T: %w", obj, err)
+			}
+			defer func() { _ = inf.RemoveEventHandler(reg) }()
 		}
-		reg, err := inf.AddEventHandler(h)
-		if err != nil {
-			return fmt.Errorf("event handler for %T: %w", obj, err)
-		}
-		defer func() { _ = inf.RemoveEventHandler(reg) }()
 	}
 	c.enqueueAll(ctx)
+	c.enqueueAllFallbacks(ctx)
 	c.providers.dirtyAll(c.providerSecretNames(ctx))
 	log.Info("started", "clusterResourceNamespace", c.cfg.ClusterResourceNamespace, "workers", c.cfg.Workers,
 		"credentialProviders", c.cfg.Plugins != nil)
@@ -261,6 +277,7 @@ func (c *Controller) Start(ctx context.Context) error {
 		for c.processRecord(ctx) {
 		}
 	})
+	wg.Go(func() { c.runFallbacks(ctx) })
 	ticker := time.NewTicker(c.cfg.ResyncPeriod)
 	defer ticker.Stop()
 	var resyncing atomic.Bool
@@ -285,6 +302,7 @@ loop:
 	c.queue.ShutDown()
 	c.statusQueue.ShutDown()
 	c.recordQueue.ShutDown()
+	c.fallbacks.queue.ShutDown()
 	wg.Wait()
 	// On a graceful stop this returns before the manager releases the lease: the next leader
 	// restores what this one decided last, also the uses still waiting for their debounce. A
