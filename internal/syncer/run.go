@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/enix/kuik/internal/missedpulls"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
@@ -41,6 +42,9 @@ type Options struct {
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
+	// MissedPulls, when set, runs the missed-pull controller on the leader (internal/missedpulls);
+	// its ClusterResourceNamespace is the syncer's.
+	MissedPulls *missedpulls.Options
 }
 
 // DefaultLeaderElectionID names the Lease.
@@ -133,6 +137,16 @@ func newManager(ctx context.Context, restConfig *rest.Config, opts Options) (man
 	ctrl.graceful = ctx
 	if err := ctrl.Prepare(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, nil, err
+	}
+	if opts.MissedPulls != nil {
+		mp := *opts.MissedPulls
+		mp.ClusterResourceNamespace = opts.ClusterResourceNamespace
+		if mp.NodeProviders == nil && opts.Plugins != nil {
+			mp.NodeProviders = opts.Plugins.Config()
+		}
+		if err := mgr.Add(missedpulls.New(mp, mgr.GetCache(), cs.CoreV1(), recorder)); err != nil {
+			return nil, nil, fmt.Errorf("adding the missed-pull controller: %w", err)
+		}
 	}
 	tracked := &trackedController{Controller: ctrl, done: make(chan struct{})}
 	if err := mgr.Add(tracked); err != nil {

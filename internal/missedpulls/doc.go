@@ -1,0 +1,38 @@
+// Package missedpulls finds the pods that fail to pull an image kuik could have routed, and,
+// for the routing resources that opt in (spec.recreateStuckPods), deletes them so that their
+// controller recreates them through the webhook.
+//
+// The webhook fails open by design (failurePolicy Ignore): a pod admitted while it was down or
+// timed out keeps its original image, and if that registry is dead the pod sits in
+// ErrImagePull / ImagePullBackOff although a routing resource has an available candidate.
+//
+// It runs in the secret-syncer, on the leader only ([Watcher] is a leader-election runnable):
+//
+//   - Trigger: the kubelet's image-pull failure events, watched with server-side field
+//     selectors (reason=Failed and reason=BackOff, involvedObject.kind=Pod), never a watch of
+//     pods. The events are not kept: a store of nothing feeds a work queue keyed by pod
+//     (deduplicated, rate-limited on errors, bounded). Anyone allowed to create events in a
+//     namespace can forge them, so an event only says "look at this pod".
+//   - Verify: the pod is read from the API server by name (never a cluster-wide pod cache); a
+//     container counts only when its status, written by the kubelet and not by the pod's author,
+//     is waiting in ErrImagePull or ImagePullBackOff with the image its spec names now.
+//   - Decide: exactly as the webhook would at the pod's creation: the routing index built from
+//     the syncer's cached ImageAlternatives and ImageMirrors (dry-run ones left out: they never
+//     change what is enforced), the namespace's labels, and webhook.Route on a copy of the pod
+//     with a webhook.ProbeChooser (registry probes; credentials read from the Secrets of the
+//     cluster resource namespace only). Pods the webhook never sees (label kuik.enix.io/skip,
+//     excluded namespaces) are left alone.
+//   - Act: when Route would rewrite a failing container, a Warning ImagePullMissedRouting event
+//     on the pod and on the winning resource, naming the container, the failing image and the
+//     candidate, counted in kuik_secret_syncer_missed_pulls_total, once per (pod UID, container,
+//     candidate). When the winning resource has spec.recreateStuckPods, the syncer was allowed
+//     to delete pods (--recreate-stuck-pods), a controller owns the pod (an ownerReference with
+//     controller: true), it has been failing for --stuck-pod-age since the syncer's own first
+//     verified observation (never an event's timestamps, which are forgeable), and the global
+//     rate limit allows, the pod is read again, verified again, and deleted with preconditions
+//     on its UID and resourceVersion; a StuckPodRecreated event goes on the resource. A pod no
+//     controller owns is never deleted: nothing would bring it back.
+//
+// Memory is bounded: the queue holds at most maxQueued pods, the first observations and the
+// events already emitted are LRU caches.
+package missedpulls

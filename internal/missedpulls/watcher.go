@@ -1,0 +1,546 @@
+package missedpulls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/lru"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/enix/kuik/internal/credentialprovider"
+	"github.com/enix/kuik/internal/metrics"
+	"github.com/enix/kuik/internal/probe"
+	"github.com/enix/kuik/internal/routing"
+	"github.com/enix/kuik/internal/webhook"
+	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
+)
+
+// Defaults of [Options].
+const (
+	DefaultStuckPodAge   = 2 * time.Minute
+	DefaultRecreateRate  = 0.2 // pods per second: one every 5s
+	DefaultRecreateBurst = 10
+)
+
+// Bounds on memory, whatever the number of failing pods or forged events.
+const (
+	maxQueued  = 10000
+	maxTracked = 10000
+	maxEmitted = 10000
+	workers    = 2
+	maxNote    = 1024
+)
+
+// Options configure a [Watcher].
+type Options struct {
+	// ClusterResourceNamespace holds the secretRef and kuik-provider-* Secrets the probes read.
+	ClusterResourceNamespace string
+	// ExcludedNamespaces are the namespaces the webhook configuration leaves out (kube-system
+	// and the cluster resource namespace are always).
+	ExcludedNamespaces []string
+	// AllowDelete lets the watcher delete stuck pods of resources with spec.recreateStuckPods;
+	// false only reports them (the chart grants delete on pods only with it).
+	AllowDelete bool
+	// StuckPodAge is how long a pod must have been seen failing before it is deleted (default
+	// DefaultStuckPodAge).
+	StuckPodAge time.Duration
+	// RecreateRate (pods per second) and RecreateBurst bound the deletes, all resources
+	// together (defaults DefaultRecreateRate, DefaultRecreateBurst).
+	RecreateRate  float64
+	RecreateBurst int
+	// ProbeTimeout bounds one registry probe (default probe.DefaultTimeout).
+	ProbeTimeout time.Duration
+	// NodeProviders are the nodes' credential providers, as the webhook is given them.
+	NodeProviders *credentialprovider.Config
+	// ProbeTransport overrides the registry HTTP transport (tests).
+	ProbeTransport http.RoundTripper
+	// Clock measures how long a pod has been failing; nil is the real one.
+	Clock clock.PassiveClock
+}
+
+func (o *Options) defaults() {
+	if o.StuckPodAge <= 0 {
+		o.StuckPodAge = DefaultStuckPodAge
+	}
+	if o.RecreateRate <= 0 {
+		o.RecreateRate = DefaultRecreateRate
+	}
+	if o.RecreateBurst <= 0 {
+		o.RecreateBurst = DefaultRecreateBurst
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+}
+
+// Watcher is the missed-pull controller (see the package documentation).
+type Watcher struct {
+	opts     Options
+	cache    cache.Cache
+	core     corev1client.CoreV1Interface
+	recorder record.EventRecorder
+	chooser  *webhook.ProbeChooser
+	prober   *probe.Prober
+	limiter  *rate.Limiter
+	excluded map[string]bool
+	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
+
+	// index is the routing index, rebuilt when a routing resource changed (dirty).
+	ixMu  sync.Mutex
+	ix    *routing.Index
+	dirty atomic.Bool
+
+	mu sync.Mutex
+	// since is when each pod (by UID) was first seen failing with a routable image.
+	since *lru.Cache
+	// emitted holds the (pod UID, container, candidate) already reported.
+	emitted *lru.Cache
+}
+
+// New builds a Watcher reading routing resources, Namespaces and the cluster resource
+// namespace's Secrets from c (the syncer's cache), pods and events through core, and emitting
+// events with recorder.
+func New(opts Options, c cache.Cache, core corev1client.CoreV1Interface, recorder record.EventRecorder) *Watcher {
+	opts.defaults()
+	w := &Watcher{
+		opts:     opts,
+		cache:    c,
+		core:     core,
+		recorder: recorder,
+		limiter:  rate.NewLimiter(rate.Limit(opts.RecreateRate), opts.RecreateBurst),
+		excluded: map[string]bool{"kube-system": true, opts.ClusterResourceNamespace: true},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedMaxOfRateLimiter(
+				workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](time.Second, 5*time.Minute),
+				&workqueue.TypedBucketRateLimiter[types.NamespacedName]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+			),
+			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "secret-syncer-missed-pulls"}),
+		since:   lru.New(maxTracked),
+		emitted: lru.New(maxEmitted),
+	}
+	for _, ns := range opts.ExcludedNamespaces {
+		w.excluded[ns] = true
+	}
+	w.dirty.Store(true)
+	w.prober = probe.New(probe.Options{Timeout: opts.ProbeTimeout, Transport: opts.ProbeTransport})
+	w.chooser = &webhook.ProbeChooser{
+		Prober:        w.prober,
+		NodeProviders: opts.NodeProviders,
+		Secrets: func(ctx context.Context, name string) (*corev1.Secret, error) {
+			s := &corev1.Secret{}
+			err := c.Get(ctx, types.NamespacedName{Namespace: opts.ClusterResourceNamespace, Name: name}, s)
+			return s, err
+		},
+	}
+	return w
+}
+
+// NeedLeaderElection: only the leader reports and deletes.
+func (*Watcher) NeedLeaderElection() bool { return true }
+
+// Start watches the image-pull failure events and works the queue until ctx ends.
+func (w *Watcher) Start(ctx context.Context) error {
+	log := logr.FromContextOrDiscard(ctx).WithName("missed-pulls")
+	ctx = logr.NewContext(ctx, log)
+	mark := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { w.dirty.Store(true) },
+		UpdateFunc: func(any, any) { w.dirty.Store(true) },
+		DeleteFunc: func(any) { w.dirty.Store(true) },
+	}
+	for _, obj := range []client.Object{&v1alpha1.ImageAlternative{}, &v1alpha1.ImageMirror{}} {
+		inf, err := w.cache.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("informer for %T: %w", obj, err)
+		}
+		reg, err := inf.AddEventHandler(mark)
+		if err != nil {
+			return fmt.Errorf("watching %T: %w", obj, err)
+		}
+		defer func() { _ = inf.RemoveEventHandler(reg) }()
+	}
+	if !w.cache.WaitForCacheSync(ctx) {
+		return nil // stopping
+	}
+	defer w.queue.ShutDown()
+	var wg sync.WaitGroup
+	for _, reason := range []string{ReasonFailed, ReasonBackOff} {
+		selector := fields.AndSelectors(
+			fields.OneTermEqualSelector("reason", reason),
+			fields.OneTermEqualSelector("involvedObject.kind", "Pod"),
+		).String()
+		lw := &toolscache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				o.FieldSelector = selector
+				return w.core.Events(metav1.NamespaceAll).List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				o.FieldSelector = selector
+				return w.core.Events(metav1.NamespaceAll).Watch(ctx, o)
+			},
+		}
+		name := "missed-pulls-" + reason
+		r := toolscache.NewReflectorWithOptions(lw, &corev1.Event{}, triggerStore{w.observe}, toolscache.ReflectorOptions{Name: name})
+		wg.Go(func() { r.RunWithContext(ctx) })
+	}
+	for range workers {
+		wg.Go(func() {
+			for w.process(ctx) {
+			}
+		})
+	}
+	sweep := time.NewTicker(time.Minute)
+	defer sweep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			w.queue.ShutDown()
+			wg.Wait()
+			return nil
+		case <-sweep.C:
+			w.prober.Sweep()
+		}
+	}
+}
+
+// observe queues the pod an event names, when it is an image-pull failure.
+func (w *Watcher) observe(obj any) {
+	ev, ok := obj.(*corev1.Event)
+	if !ok {
+		return
+	}
+	key, ok := PodOfEvent(ev)
+	if !ok || w.excluded[key.Namespace] {
+		return
+	}
+	if w.queue.Len() >= maxQueued {
+		return // a flood of (forged) events: the pods already queued come first
+	}
+	w.queue.Add(key)
+}
+
+func (w *Watcher) process(ctx context.Context) bool {
+	key, shutdown := w.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer w.queue.Done(key)
+	after, err := w.sync(ctx, key)
+	switch {
+	case err != nil:
+		logr.FromContextOrDiscard(ctx).Error(err, "checking a pod failing to pull", "pod", key)
+		w.queue.AddRateLimited(key)
+	case after > 0:
+		w.queue.Forget(key)
+		w.queue.AddAfter(key, after)
+	default:
+		w.queue.Forget(key)
+	}
+	return true
+}
+
+// hit is a failing container the webhook would route now.
+type hit struct {
+	container, image, candidate string
+	source                      routing.Source
+	resource                    client.Object
+	recreate                    bool
+}
+
+// sync checks one pod; it returns when to look at it again (0: when an event says so).
+func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) (time.Duration, error) {
+	pod, err := w.core.Pods(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading pod %s: %w", key, err)
+	}
+	failing := FailingContainers(pod)
+	if len(failing) == 0 || pod.DeletionTimestamp != nil || Skipped(pod, w.excluded) {
+		w.forget(pod.UID)
+		return 0, nil
+	}
+	hits, err := w.decide(ctx, pod, failing)
+	if err != nil {
+		return 0, err
+	}
+	if len(hits) == 0 {
+		w.forget(pod.UID)
+		return 0, nil
+	}
+	now := w.opts.Clock.Now()
+	since := w.firstSeen(pod.UID, now)
+	var recreate *hit
+	for i := range hits {
+		w.report(pod, &hits[i])
+		if hits[i].recreate && recreate == nil {
+			recreate = &hits[i]
+		}
+	}
+	if recreate == nil || !w.opts.AllowDelete || !Controlled(pod) {
+		return 0, nil
+	}
+	if age := now.Sub(since); age < w.opts.StuckPodAge {
+		return w.opts.StuckPodAge - age, nil
+	}
+	return w.recreate(ctx, pod, failing, hits, recreate, now)
+}
+
+// decide runs the webhook's decision on a copy of the pod and keeps the failing containers it
+// would rewrite.
+func (w *Watcher) decide(ctx context.Context, pod *corev1.Pod, failing map[string]string) ([]hit, error) {
+	ix, err := w.index(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := w.cache.Get(ctx, types.NamespacedName{Name: pod.Namespace}, ns); err != nil {
+		return nil, fmt.Errorf("reading namespace %s: %w", pod.Namespace, err)
+	}
+	decisions, err := route(ctx, pod.DeepCopy(), labels.Set(ns.Labels), ix, w.chooser.Choose)
+	if err != nil {
+		return nil, fmt.Errorf("routing pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	var hits []hit
+	for _, d := range decisions {
+		image, ok := failing[d.Container]
+		if !ok || d.Image == d.Original || d.Original != image || d.Source.IsOriginal() {
+			continue
+		}
+		res, recreate, err := w.resource(ctx, d.Source)
+		if err != nil {
+			return nil, err
+		}
+		if res == nil {
+			continue // gone since the index was built
+		}
+		hits = append(hits, hit{container: d.Container, image: image, candidate: d.Image, source: d.Source, resource: res, recreate: recreate})
+	}
+	return hits, nil
+}
+
+// route is the webhook's decision for a pod being created: the one call to adapt when
+// webhook.Route changes.
+func route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix *routing.Index, choose webhook.Chooser) ([]webhook.Decision, error) {
+	return webhook.Route(ctx, pod, namespaceLabels, ix, choose, webhook.Scope{})
+}
+
+// index returns the routing index of the enforcing resources, rebuilt after a change. Dry-run
+// resources are left out: they never change what the webhook enforces.
+func (w *Watcher) index(ctx context.Context) (*routing.Index, error) {
+	w.ixMu.Lock()
+	defer w.ixMu.Unlock()
+	if w.ix != nil && !w.dirty.Load() {
+		return w.ix, nil
+	}
+	w.dirty.Store(false)
+	var ias v1alpha1.ImageAlternativeList
+	if err := w.cache.List(ctx, &ias); err != nil {
+		w.dirty.Store(true)
+		return nil, fmt.Errorf("listing ImageAlternatives: %w", err)
+	}
+	var ims v1alpha1.ImageMirrorList
+	if err := w.cache.List(ctx, &ims); err != nil {
+		w.dirty.Store(true)
+		return nil, fmt.Errorf("listing ImageMirrors: %w", err)
+	}
+	alternatives := make([]v1alpha1.ImageAlternative, 0, len(ias.Items))
+	for _, o := range ias.Items {
+		if !o.Spec.DryRun {
+			alternatives = append(alternatives, o)
+		}
+	}
+	mirrors := make([]v1alpha1.ImageMirror, 0, len(ims.Items))
+	for _, o := range ims.Items {
+		if !o.Spec.DryRun {
+			mirrors = append(mirrors, o)
+		}
+	}
+	ix, errs := routing.NewIndex(alternatives, mirrors)
+	for _, err := range errs {
+		logr.FromContextOrDiscard(ctx).V(1).Info("routing resource left out of the index", "error", err.Error())
+	}
+	w.ix = ix
+	return ix, nil
+}
+
+// resource reads the routing resource a decision names from the cache: the object events go
+// on, and whether it asks for stuck pods to be recreated (nil when it is gone).
+func (w *Watcher) resource(ctx context.Context, src routing.Source) (client.Object, bool, error) {
+	var (
+		obj      client.Object
+		recreate func() bool
+	)
+	switch src.Kind {
+	case routing.KindImageAlternative:
+		o := &v1alpha1.ImageAlternative{}
+		obj, recreate = o, func() bool { return o.Spec.RecreateStuckPods && !o.Spec.DryRun }
+	case routing.KindImageMirror:
+		o := &v1alpha1.ImageMirror{}
+		obj, recreate = o, func() bool { return o.Spec.RecreateStuckPods && !o.Spec.DryRun }
+	default:
+		return nil, false, nil
+	}
+	if err := w.cache.Get(ctx, types.NamespacedName{Name: src.Name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("reading %s: %w", src, err)
+	}
+	return obj, recreate(), nil
+}
+
+// report emits the ImagePullMissedRouting events of a hit, once per (pod, container, candidate).
+func (w *Watcher) report(pod *corev1.Pod, h *hit) {
+	key := string(pod.UID) + "\x00" + h.container + "\x00" + h.candidate
+	w.mu.Lock()
+	_, done := w.emitted.Get(key)
+	if !done {
+		w.emitted.Add(key, struct{}{})
+	}
+	w.mu.Unlock()
+	if done {
+		return
+	}
+	metrics.MissedPulls.WithLabelValues(string(h.source.Kind), h.source.Name).Inc()
+	if w.recorder == nil {
+		return
+	}
+	extra := ""
+	switch {
+	case h.recreate && !w.opts.AllowDelete:
+		extra = "; recreateStuckPods is set but the secret-syncer may not delete pods (--recreate-stuck-pods=false)"
+	case h.recreate && !Controlled(pod):
+		extra = "; recreateStuckPods is set but no controller owns the pod, so it is not deleted"
+	case h.recreate:
+		extra = fmt.Sprintf("; recreateStuckPods: the pod is deleted for its controller to recreate it once failing for %s", w.opts.StuckPodAge)
+	}
+	w.recorder.Event(pod, corev1.EventTypeWarning, v1alpha1.EventImagePullMissedRouting, clip(fmt.Sprintf(
+		"container %q fails to pull %q, which %s routes to %q, available now (the pod was admitted without kuik's webhook)%s",
+		h.container, h.image, h.source, h.candidate, extra)))
+	w.recorder.Event(h.resource, corev1.EventTypeWarning, v1alpha1.EventImagePullMissedRouting, clip(fmt.Sprintf(
+		"pod %s/%s: container %q fails to pull %q, which this resource routes to %q, available now (the pod was admitted without kuik's webhook)%s",
+		pod.Namespace, pod.Name, h.container, h.image, h.candidate, extra)))
+}
+
+// errChanged: the pod changed between the two reads; it is looked at again.
+var errChanged = errors.New("the pod changed before it could be deleted")
+
+// recreate deletes a stuck pod when the rate limit allows, after reading and verifying it again.
+func (w *Watcher) recreate(ctx context.Context, pod *corev1.Pod, failing map[string]string, hits []hit, h *hit, now time.Time) (time.Duration, error) {
+	log := logr.FromContextOrDiscard(ctx)
+	if !w.limiter.AllowN(now, 1) {
+		metrics.StuckPodsRecreated.WithLabelValues("rate-limited").Inc()
+		wait := time.Duration(float64(time.Second) / w.opts.RecreateRate)
+		return max(wait, time.Second), nil
+	}
+	fresh, err := w.core.Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		w.forget(pod.UID)
+		return 0, nil
+	}
+	if err != nil {
+		metrics.StuckPodsRecreated.WithLabelValues(metrics.ResultError).Inc()
+		return 0, fmt.Errorf("reading pod %s/%s again: %w", pod.Namespace, pod.Name, err)
+	}
+	want := map[string]string{}
+	for _, x := range hits {
+		want[x.container] = failing[x.container]
+	}
+	if fresh.UID != pod.UID || !Controlled(fresh) || Skipped(fresh, w.excluded) || !StillFailing(fresh, want) {
+		return 0, nil // recovered, replaced or changed: the next event starts over
+	}
+	uid, rv := fresh.UID, fresh.ResourceVersion
+	err = w.core.Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+	switch {
+	case apierrors.IsNotFound(err):
+		w.forget(pod.UID)
+		return 0, nil
+	case apierrors.IsConflict(err):
+		return 0, fmt.Errorf("deleting pod %s/%s: %w: %w", pod.Namespace, pod.Name, errChanged, err)
+	case err != nil:
+		metrics.StuckPodsRecreated.WithLabelValues(metrics.ResultError).Inc()
+		return 0, fmt.Errorf("deleting pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	metrics.StuckPodsRecreated.WithLabelValues("deleted").Inc()
+	failingFor := now.Sub(w.sinceOr(pod.UID, now)).Round(time.Second)
+	w.forget(pod.UID)
+	log.Info("deleted a pod stuck pulling an image kuik routes, for its controller to recreate it",
+		"pod", pod.Namespace+"/"+pod.Name, "container", h.container, "image", h.image, "candidate", h.candidate, "by", h.source.String())
+	if w.recorder != nil {
+		w.recorder.Event(h.resource, corev1.EventTypeNormal, v1alpha1.EventStuckPodRecreated, clip(fmt.Sprintf(
+			"deleted pod %s/%s (uid %s), failing to pull %q in container %q for %s although this resource routes it to %q: its controller recreates it through the webhook",
+			pod.Namespace, pod.Name, pod.UID, h.image, h.container, failingFor, h.candidate)))
+	}
+	return 0, nil
+}
+
+// firstSeen is when the pod was first seen failing with a routable image, now if never.
+func (w *Watcher) firstSeen(uid types.UID, now time.Time) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if v, ok := w.since.Get(string(uid)); ok {
+		return v.(time.Time)
+	}
+	w.since.Add(string(uid), now)
+	return now
+}
+
+func (w *Watcher) sinceOr(uid types.UID, now time.Time) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if v, ok := w.since.Get(string(uid)); ok {
+		return v.(time.Time)
+	}
+	return now
+}
+
+func (w *Watcher) forget(uid types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.since.Remove(string(uid))
+}
+
+func clip(s string) string {
+	if len(s) > maxNote {
+		return s[:maxNote-3] + "..."
+	}
+	return s
+}
+
+// triggerStore is a reflector's store that keeps nothing: each object listed or watched is
+// handed to fn, so the events cost no memory beyond the one being read.
+type triggerStore struct{ fn func(any) }
+
+func (s triggerStore) Add(obj any) error    { s.fn(obj); return nil }
+func (s triggerStore) Update(obj any) error { s.fn(obj); return nil }
+func (triggerStore) Delete(any) error       { return nil }
+func (s triggerStore) Replace(list []any, _ string) error {
+	for _, obj := range list {
+		s.fn(obj)
+	}
+	return nil
+}
+func (triggerStore) Resync() error { return nil }
