@@ -145,3 +145,39 @@ func (b *ImageMirrorBuilder) NamespaceSelector(matchLabels map[string]string) *I
 func (b *ImageMirrorBuilder) Build() v1alpha1.ImageMirror {
 	return *b.obj.DeepCopy()
 }
+
+// DryRun sets spec.dryRun.
+func (b *ImageAlternativeBuilder) DryRun() *ImageAlternativeBuilder {
+	b.obj.Spec.DryRun = true
+	return b
+}
+
+// PinDigest sets spec.pinDigest.
+func (b *ImageAlternativeBuilder) PinDigest() *ImageAlternativeBuilder {
+	b.obj.Spec.PinDigest = true
+	return b
+}
+
+// RecreateStuckPods sets spec.recreateStuckPods.
+func (b *ImageAlternativeBuilder) RecreateStuckPods() *ImageAlternativeBuilder {
+	b.obj.Spec.RecreateStuckPods = true
+	return b
+}
+
+// DryRun sets spec.dryRun.
+func (b *ImageMirrorBuilder) DryRun() *ImageMirrorBuilder {
+	b.obj.Spec.DryRun = true
+	return b
+}
+
+// PinDigest sets spec.pinDigest.
+func (b *ImageMirrorBuilder) PinDigest() *ImageMirrorBuilder {
+	b.obj.Spec.PinDigest = true
+	return b
+}
+
+// RecreateStuckPods sets spec.recreateStuckPods.
+func (b *ImageMirrorBuilder) RecreateStuckPods() *ImageMirrorBuilder {
+	b.obj.Spec.RecreateStuckPods = true
+	return b
+}
