@@ -29,6 +29,8 @@ type Options struct {
 	Kubeconfig string
 	// Providers are the credential-provider flags, the kubelet's own.
 	Providers ProviderFlags
+	// Missed are the missed-pull controller's flags.
+	Missed MissedPullFlags
 }
 
 // ProviderFlags are --image-credential-provider-config and --image-credential-provider-bin-dir,
@@ -97,6 +99,7 @@ holding the credentials of the entries the webhook rewrites pods to.`,
 				return err
 			}
 			opts.Plugins = plugins
+			opts.MissedPulls = opts.Missed.options()
 			logger, err := logs.Logger(cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -124,6 +127,7 @@ holding the credentials of the entries the webhook rewrites pods to.`,
 		"how long the leader retries renewing before it gives up and exits: the longest API server outage it rides out")
 	f.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "wait between two attempts to acquire or renew")
 	opts.Providers.bind(f)
+	opts.Missed.bind(f)
 	f.DurationVar(&opts.ProviderRenewFloor, "provider-renew-floor", time.Minute,
 		"least time between two plugin runs for one image; a credential the plugin asks not to cache is kept twice that")
 	f.DurationVar(&opts.ProviderRetry, "provider-retry", 30*time.Second, "wait after a plugin failure, doubling up to 8 times that")
@@ -172,6 +176,9 @@ func (o *Options) validate() error {
 		errs = append(errs, fmt.Errorf("--provider-retry must be positive, got %s", o.ProviderRetry))
 	}
 	if err := o.Providers.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.Missed.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
