@@ -144,7 +144,9 @@ func TestDecideFallbacksHonoursSelectors(t *testing.T) {
 	pod.Labels = labels.Set{"app": "x"}
 	other := pod
 	other.Labels = labels.Set{"app": "y"}
-	ns := func(l labels.Set) func(string) (labels.Set, bool) { return func(string) (labels.Set, bool) { return l, true } }
+	ns := func(l labels.Set) func(string) (labels.Set, bool) {
+		return func(string) (labels.Set, bool) { return l, true }
+	}
 	if got := DecideFallbacks(r, false, []FallbackPod{pod}, ns(labels.Set{"team": "a"})); got.Pods != 1 {
 		t.Errorf("selected pod in a selected namespace: %+v, want 1 pod", got)
 	}
