@@ -117,6 +117,8 @@ holding the credentials of the entries the webhook rewrites pods to.`,
 	f.DurationVar(&opts.ResyncPeriod, "resync-period", 10*time.Minute, "how often every Secret is applied again, restoring those deleted or edited")
 	f.DurationVar(&opts.Debounce, "debounce", 200*time.Millisecond, "window in which the events of one (resource, namespace) pair collapse into one apply")
 	f.IntVar(&opts.Workers, "workers", 16, "concurrent applies")
+	f.DurationVar(&opts.FallbackDelay, "fallback-delay", syncer.DefaultFallbackDelay,
+		"window in which the pod changes of one routing resource collapse into one update of its live fallbacks (status.activeFallbacks): at most one status write per resource per window")
 	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", `address serving /metrics; "0" turns it off`)
 	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `address serving /healthz and /readyz; "0" turns it off`)
 	f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect a leader through a Lease, for more than one replica")
@@ -155,6 +157,9 @@ func (o *Options) validate() error {
 	}
 	if o.Debounce < 0 {
 		errs = append(errs, fmt.Errorf("--debounce must not be negative, got %s", o.Debounce))
+	}
+	if o.FallbackDelay <= 0 {
+		errs = append(errs, fmt.Errorf("--fallback-delay must be positive, got %s", o.FallbackDelay))
 	}
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))

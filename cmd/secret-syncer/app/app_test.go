@@ -45,6 +45,7 @@ func TestFlagDefaults(t *testing.T) {
 			ResyncPeriod:             10 * time.Minute,
 			Debounce:                 200 * time.Millisecond,
 			Workers:                  16,
+			FallbackDelay:            10 * time.Second,
 			ProviderRenewFloor:       time.Minute,
 			ProviderRetry:            30 * time.Second,
 		},
@@ -75,7 +76,7 @@ func TestClusterResourceNamespaceDefaultsToPodNamespace(t *testing.T) {
 func TestFlags(t *testing.T) {
 	got, _, err := execute(t,
 		"--cluster-resource-namespace=ops", "--kubeconfig=/tmp/kc", "--retention=1h", "--resync-period=30s",
-		"--debounce=1s", "--workers=4", "--metrics-bind-address=127.0.0.1:9090",
+		"--debounce=1s", "--workers=4", "--fallback-delay=3s", "--metrics-bind-address=127.0.0.1:9090",
 		"--health-probe-bind-address=0", "--leader-elect", "--leader-election-id=other",
 		"--leader-elect-lease-duration=90s", "--leader-elect-renew-deadline=60s", "--leader-elect-retry-period=5s")
 	if err != nil {
@@ -88,6 +89,7 @@ func TestFlags(t *testing.T) {
 			ResyncPeriod:             30 * time.Second,
 			Debounce:                 time.Second,
 			Workers:                  4,
+			FallbackDelay:            3 * time.Second,
 			ProviderRenewFloor:       time.Minute,
 			ProviderRetry:            30 * time.Second,
 		},
@@ -107,6 +109,7 @@ func TestFlags(t *testing.T) {
 func TestInvalidFlagsDoNotRun(t *testing.T) {
 	for name, args := range map[string][]string{
 		"no workers":               {"--workers=0"},
+		"zero fallback delay":      {"--fallback-delay=0s"},
 		"empty namespace":          {"--cluster-resource-namespace="},
 		"zero resync":              {"--resync-period=0s"},
 		"negative retention":       {"--retention=-1m"},
