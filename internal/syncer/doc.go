@@ -68,6 +68,20 @@
 // PullSecretInjectionFailed Warning event (core/v1) is emitted per cause, in namespace
 // "default" (the API server accepts the events of cluster-scoped objects nowhere else).
 //
+// Live fallbacks (fallbacks.go decides, fallbacks_controller.go writes): each resource's
+// status.activeFallbacks (one item per (original, routedTo) repository pair, tag and digest
+// dropped, with its number of live pods and the creation time of the oldest; the most pods
+// first, at most 32), status.fallbacks (every pair) and status.fallbackPods (distinct live
+// pods), and the kuik_secret_syncer_fallback_pods gauge. A record counts under the same check as
+// for credentials (routing.Index.Recorded), for every entry, injecting or not; a dry-run
+// resource or a mirror with policy None has none. They are recomputed per resource from the
+// pod cache's rewritten-by index, not aggregated per event: a pod, namespace or resource event
+// queues the resource after Config.FallbackDelay, the events meanwhile join it, so a resource
+// costs at most one computation and one write per delay, and nothing per pod is kept beyond
+// the cache. The write is a JSON merge patch of those three fields through the status
+// subresource, only when they differ from what the cached object holds; the other status
+// writer's merge patch is computed from the whole status and carries them over unchanged.
+//
 // [NewManager] wires it into a controller-runtime manager with leader election, metrics and
 // health probes. The RBAC it needs is the chart's (charts/kuik/templates/syncer-rbac.yaml:
 // Secrets create/patch everywhere but read only in the cluster resource namespace, the

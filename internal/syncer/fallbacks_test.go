@@ -262,3 +262,28 @@ func TestDesiredStatusKeepsTheLiveFallbacks(t *testing.T) {
 		t.Errorf("DesiredStatus changed the live fallbacks: fallbacks %d, pods %d (-want +got):\n%s", next.Fallbacks, next.FallbackPods, diff)
 	}
 }
+
+// BenchmarkDecideFallbacks is one computation for a resource with 5,000 live pods of two
+// routed containers each, over 100 images of a group (what one tick costs, and allocates, for
+// a large resource).
+func BenchmarkDecideFallbacks(b *testing.B) {
+	obj := testutil.NewImageAlternative("grp").Group("quay.io/acme/").Group("registry.local/acme/").Build()
+	r, err := FromImageAlternative(&obj)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pods := make([]FallbackPod, 5000)
+	for i := range pods {
+		a, c := fmt.Sprintf("x%02d", i%100), fmt.Sprintf("y%02d", i%37)
+		pods[i] = fbPod(fmt.Sprintf("p%d", i), time.Duration(i)*time.Second, "ImageAlternative/grp", map[string][2]string{
+			"a": {"quay.io/acme/" + a + ":1", "registry.local/acme/" + a + ":1"},
+			"c": {"quay.io/acme/" + c + "@" + testDigest, "registry.local/acme/" + c + "@" + testDigest},
+		})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if f := DecideFallbacks(r, false, pods, anyNamespace); f.Pods != 5000 || f.Total != 137 {
+			b.Fatalf("%+v", f)
+		}
+	}
+}
