@@ -501,3 +501,44 @@ func TestLiveFallbacksAndStatusKeepEachOthersFields(t *testing.T) {
 		t.Errorf("successive live fallbacks (-want +got):\n%s", diff)
 	}
 }
+
+// A new leader computes the same live fallbacks from the same pods (since is a creation time,
+// not a time of observation), so a restart writes nothing.
+func TestLiveFallbacksSurviveARestartWithoutAWrite(t *testing.T) {
+	e := harness(t)
+	n := name(t)
+	ns := createNamespace(t, e, nil)
+	ia := testutil.NewImageAlternative(n).Repository("quay.io/acme/foo").Repository("registry.local/acme/foo").Build()
+	create(t, e, &ia)
+	by := "ImageAlternative/" + n
+	p := createdPod(t, e, rewrittenPod(ns, "p", map[string]string{"c": "registry.local/acme/foo:v1"},
+		map[string]rewrite{"c": {"quay.io/acme/foo:v1", by}}))
+	stop := startSyncer(t, fallbackOptions(200*time.Millisecond))
+	want := liveFallbacks{Total: 1, Pods: 1, Active: []v1alpha1.ActiveFallback{
+		{Original: "quay.io/acme/foo", RoutedTo: "registry.local/acme/foo", Pods: 1, Since: p.CreationTimestamp},
+	}}
+	fallbacksAre(t, e, &ia, want)
+	stop()
+	before, err := routingStatusVersion(t.Context(), e, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var unchanged atomic.Int32
+	startSyncerWith(t, fallbackOptions(200*time.Millisecond), cp.ConfigAsServiceAccount(crns, serviceAccount), func(line string) {
+		if strings.Contains(line, `"live fallbacks unchanged"`) && strings.Contains(line, `"name"="`+n+`"`) {
+			unchanged.Add(1)
+		}
+	})
+	eventually(t, "the new leader's first computation", func(context.Context) error {
+		if unchanged.Load() == 0 {
+			return errors.New("none yet")
+		}
+		return nil
+	})
+	gaugeIs(t, "ImageAlternative", n, 1)
+	if after, err := routingStatusVersion(t.Context(), e, n); err != nil || after != before {
+		t.Errorf("resource version %s after the restart, was %s (err %v): the new leader wrote", after, before, err)
+	}
+	fallbacksAre(t, e, &ia, want)
+}
