@@ -692,6 +692,26 @@ func TestMonitoringExpressionsNameExportedMetrics(t *testing.T) {
 			})
 		}
 	}
+	// The dashboard shows every metric kuik exports (a histogram by its buckets).
+	inDashboard := map[string]bool{}
+	for _, e := range dash {
+		if expr, err := parser.NewParser(parser.Options{}).ParseExpr(e.expr); err == nil {
+			parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+				if vs, ok := n.(*parser.VectorSelector); ok {
+					inDashboard[vs.Name] = true
+				}
+				return nil
+			})
+		}
+	}
+	for name := range c.labels {
+		if !strings.HasPrefix(name, "kuik_") || strings.HasSuffix(name, "_sum") || strings.HasSuffix(name, "_count") && c.labels[strings.TrimSuffix(name, "_count")+"_bucket"] != nil {
+			continue
+		}
+		if !inDashboard[name] {
+			t.Errorf("no panel of the dashboard shows %s", name)
+		}
+	}
 	for name := range foreignMetrics {
 		if !selected[name] {
 			t.Errorf("foreignMetrics allows %s, which nothing selects: drop it", name)
