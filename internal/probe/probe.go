@@ -145,13 +145,15 @@ type Prober struct {
 
 type cached struct {
 	result  Result
+	digest  string
 	expires time.Time
 }
 
-// flight is a probe on its way; result is set before done is closed.
+// flight is a probe on its way; result and digest are set before done is closed.
 type flight struct {
 	done   chan struct{}
 	result Result
+	digest string
 }
 
 // New returns a Prober.
@@ -188,21 +190,28 @@ func (p *Prober) InFlight() int {
 
 // Probe returns the result for one target, from the cache when fresh.
 func (p *Prober) Probe(ctx context.Context, t Target) Result {
+	r, _ := p.ProbeDigest(ctx, t)
+	return r
+}
+
+// ProbeDigest is Probe and the manifest digest the registry answered with ("" unless
+// Available).
+func (p *Prober) ProbeDigest(ctx context.Context, t Target) (Result, string) {
 	r, f := p.start(ctx, t, t.key())
 	return wait(ctx, r, f)
 }
 
 // start returns the target's cached result, or the flight that will give it: a running one for
 // the same key, or a new one. It starts nothing past ctx's deadline or beyond MaxInFlight.
-func (p *Prober) start(ctx context.Context, t Target, k string) (Result, *flight) {
+func (p *Prober) start(ctx context.Context, t Target, k string) (answer, *flight) {
 	p.mu.Lock()
-	if r, ok := p.lookupLocked(k); ok {
+	if c, ok := p.lookupLocked(k); ok {
 		p.mu.Unlock()
-		return r, nil
+		return answer{c.result, c.digest}, nil
 	}
 	if f, ok := p.flights[k]; ok {
 		p.mu.Unlock()
-		return "", f
+		return answer{}, f
 	}
 	reason := ""
 	switch {
@@ -216,7 +225,7 @@ func (p *Prober) start(ctx context.Context, t Target, k string) (Result, *flight
 		if p.opts.Skip != nil {
 			p.opts.Skip(reason)
 		}
-		return Skipped, nil
+		return answer{result: Skipped}, nil
 	}
 	f := &flight{done: make(chan struct{})}
 	p.flights[k] = f
@@ -226,54 +235,60 @@ func (p *Prober) start(ctx context.Context, t Target, k string) (Result, *flight
 	// fail the others waiting on the same flight; it is bounded by the probe timeout instead.
 	go func() {
 		begin := p.opts.Now()
-		r := p.safeHead(context.WithoutCancel(ctx), t)
+		r, digest := p.safeHead(context.WithoutCancel(ctx), t)
 		if p.opts.Observe != nil {
 			p.opts.Observe(t.Registry, r, p.opts.Now().Sub(begin))
 		}
 		p.mu.Lock()
-		p.cache[k] = cached{result: r, expires: p.opts.Now().Add(p.opts.TTL)}
+		p.cache[k] = cached{result: r, digest: digest, expires: p.opts.Now().Add(p.opts.TTL)}
 		delete(p.flights, k)
 		p.mu.Unlock()
-		f.result = r
+		f.result, f.digest = r, digest
 		close(f.done)
 	}()
-	return "", f
+	return answer{}, f
 }
 
-// wait returns r, or the flight's result once it lands; Unreachable when ctx ends first.
-func wait(ctx context.Context, r Result, f *flight) Result {
+// answer is a result and its digest.
+type answer struct {
+	result Result
+	digest string
+}
+
+// wait returns a, or the flight's answer once it lands; Unreachable when ctx ends first.
+func wait(ctx context.Context, a answer, f *flight) (Result, string) {
 	if f == nil {
-		return r
+		return a.result, a.digest
 	}
 	select {
 	case <-f.done: // landed: its result, even if ctx ended meanwhile
-		return f.result
+		return f.result, f.digest
 	default:
 	}
 	select {
 	case <-f.done:
-		return f.result
+		return f.result, f.digest
 	case <-ctx.Done():
-		return Unreachable
+		return Unreachable, ""
 	}
 }
 
-func (p *Prober) lookup(k string) (Result, bool) {
+func (p *Prober) lookup(k string) (cached, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.lookupLocked(k)
 }
 
-func (p *Prober) lookupLocked(k string) (Result, bool) {
+func (p *Prober) lookupLocked(k string) (cached, bool) {
 	c, ok := p.cache[k]
 	if !ok {
-		return "", false
+		return cached{}, false
 	}
 	if !p.opts.Now().Before(c.expires) {
 		delete(p.cache, k)
-		return "", false
+		return cached{}, false
 	}
-	return c.result, true
+	return c, true
 }
 
 // Sweep drops expired results; call it periodically so the cache does not keep references that
@@ -300,10 +315,20 @@ type Accept func(l, i int, r Result) bool
 // starts no probe, so a warm rollout costs no goroutine. However many lists, the wait is one
 // probe timeout at most.
 func (p *Prober) Resolve(ctx context.Context, lists [][]Target, accept Accept) []int {
+	out, _ := p.ResolveDigests(ctx, lists, accept)
+	return out
+}
+
+// ResolveDigests is Resolve, and for each list the manifest digest the registry answered for
+// the chosen target ("" for none, or when it was accepted without being Available). The
+// digest is the one of the very answer that chose the target, so a tag that moves meanwhile
+// cannot pair one answer's choice with another's digest.
+func (p *Prober) ResolveDigests(ctx context.Context, lists [][]Target, accept Accept) ([]int, []string) {
 	if accept == nil {
 		accept = func(_, _ int, r Result) bool { return r == Available }
 	}
 	out := make([]int, len(lists))
+	digests := make([]string, len(lists))
 	keys := make([][]string, len(lists))
 	pending := false
 	for l, targets := range lists {
@@ -315,22 +340,23 @@ func (p *Prober) Resolve(ctx context.Context, lists [][]Target, accept Accept) [
 			if resolved {
 				continue
 			}
-			r, ok := p.lookup(keys[l][i])
+			c, ok := p.lookup(keys[l][i])
 			if !ok {
 				pending, out[l] = true, -2 // to be probed
 				resolved = true
 				continue
 			}
-			if accept(l, i, r) {
+			if accept(l, i, c.result) {
 				out[l], resolved = i, true
+				digests[l] = c.digest
 			}
 		}
 	}
 	if !pending {
-		return out
+		return out, digests
 	}
 	type slot struct {
-		r Result
+		a answer
 		f *flight
 	}
 	slots := map[string]slot{}
@@ -340,8 +366,8 @@ func (p *Prober) Resolve(ctx context.Context, lists [][]Target, accept Accept) [
 		}
 		for i, t := range targets {
 			if _, ok := slots[keys[l][i]]; !ok {
-				r, f := p.start(ctx, t, keys[l][i])
-				slots[keys[l][i]] = slot{r, f}
+				a, f := p.start(ctx, t, keys[l][i])
+				slots[keys[l][i]] = slot{a, f}
 			}
 		}
 	}
@@ -352,19 +378,19 @@ func (p *Prober) Resolve(ctx context.Context, lists [][]Target, accept Accept) [
 		out[l] = -1
 		for i := range lists[l] {
 			s := slots[keys[l][i]]
-			r := wait(ctx, s.r, s.f)
+			r, digest := wait(ctx, s.a, s.f)
 			if r == Skipped {
 				// Nobody knows whether this candidate is available: never route past it
 				// (a flood of other pods must not move this one off a healthy original).
 				break
 			}
 			if accept(l, i, r) {
-				out[l] = i
+				out[l], digests[l] = i, digest
 				break
 			}
 		}
 	}
-	return out
+	return out, digests
 }
 
 // First probes every target concurrently and returns the index of the first available one in
@@ -376,23 +402,26 @@ func (p *Prober) First(ctx context.Context, targets []Target) int {
 // safeHead is head run where no caller's recover reaches: a panic (a registry answer the
 // client library chokes on; an original's registry is the pod author's to choose) counts as
 // Unreachable instead of ending the process, and the flight still lands.
-func (p *Prober) safeHead(ctx context.Context, t Target) (r Result) {
+func (p *Prober) safeHead(ctx context.Context, t Target) (r Result, digest string) {
 	defer func() {
 		if recover() != nil {
-			r = Unreachable
+			r, digest = Unreachable, ""
 		}
 	}()
 	return p.head(ctx, t)
 }
 
-func (p *Prober) head(ctx context.Context, t Target) Result {
+// head sends the manifest HEAD. go-containerregistry refuses an answer without a valid
+// Docker-Content-Digest, and one for a digest reference whose digest differs from the one asked
+// for, so an Available answer always comes with the digest it names.
+func (p *Prober) head(ctx context.Context, t Target) (Result, string) {
 	var opts []name.Option
 	if t.Insecure {
 		opts = append(opts, name.Insecure)
 	}
 	ref, err := name.ParseReference(t.Reference, opts...)
 	if err != nil {
-		return Invalid
+		return Invalid, ""
 	}
 	auth := authn.Anonymous
 	if t.Credential != (Credential{}) {
@@ -400,7 +429,7 @@ func (p *Prober) head(ctx context.Context, t Target) Result {
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
-	_, err = remote.Head(ref,
+	desc, err := remote.Head(ref,
 		remote.WithContext(ctx),
 		remote.WithAuth(auth),
 		remote.WithTransport(p.opts.Transport),
@@ -410,7 +439,10 @@ func (p *Prober) head(ctx context.Context, t Target) Result {
 		remote.WithRetryPredicate(func(error) bool { return false }),
 		remote.WithRetryStatusCodes(),
 	)
-	return classify(err)
+	if err != nil {
+		return classify(err), ""
+	}
+	return Available, desc.Digest.String()
 }
 
 func classify(err error) Result {

@@ -35,6 +35,12 @@ type Candidate struct {
 	// Inject: the pod gets PullSecretName(Source) when this candidate wins. Always false for the
 	// original, which the pod already pulls on its own terms.
 	Inject bool
+	// DryRun: the candidate comes from a resource with spec.dryRun (only in the lists of
+	// [Index.WithDryRun]).
+	DryRun bool
+	// PinDigest: the resource has spec.pinDigest; a container routed to this candidate is
+	// rewritten to the digest the probe saw. Always false for the original.
+	PinDigest bool
 }
 
 // Candidates returns the ordered list of images a container running image may be pulled from,
@@ -263,6 +269,8 @@ func (b *listBuilder) addAlternative(h *alternativeHit, img *imageRef) {
 			Insecure:   e.insecure,
 			Auth:       e.auth,
 			Inject:     e.auth.Injects(),
+			DryRun:     res.dryRun,
+			PinDigest:  res.pin,
 		}, e.cred)
 	}
 }
@@ -278,6 +286,8 @@ func (b *listBuilder) addMirror(m *mirrorResource, img *imageRef) {
 		Insecure:   m.insecure,
 		Auth:       m.auth,
 		Inject:     m.auth.Injects(),
+		DryRun:     m.dryRun,
+		PinDigest:  m.pin,
 	}, m.cred)
 }
 

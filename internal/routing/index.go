@@ -22,6 +22,10 @@ type Index struct {
 	alternatives []*alternativeResource // by name
 	mirrors      []*mirrorResource      // by name, rewritePolicy None left out
 
+	// withDryRun is the index of every resource, the dry-run ones included, when there is a
+	// dry-run resource; nil otherwise. This index (the enforcing one) leaves them out.
+	withDryRun *Index
+
 	// parsed caches parseImage: the pods of a rollout carry the same images, and parsing is
 	// most of a lookup (the reference grammar's regular expressions).
 	parsed     sync.Map // string -> imageRef
@@ -134,6 +138,8 @@ func credentialOf(a *v1alpha1.Auth) credential {
 type alternativeResource struct {
 	name    string
 	policy  v1alpha1.RewritePolicy
+	dryRun  bool
+	pin     bool
 	band    band
 	rank    int
 	scope   scope
@@ -155,6 +161,8 @@ type alternativeEntry struct {
 type mirrorResource struct {
 	name       string
 	policy     v1alpha1.RewritePolicy
+	dryRun     bool
+	pin        bool
 	band       band
 	scope      scope
 	dest       string // normalized, without trailing '/'
@@ -170,23 +178,25 @@ type mirrorResource struct {
 // NewIndex compiles the routing resources. An invalid resource is left out and reported with
 // an error naming it and its faulty fields; the others are indexed, so that one bad object
 // does not stop routing for every pod.
+//
+// The index enforces: resources with spec.dryRun are left out of it, so they never change what
+// it decides. When there are some, [Index.WithDryRun] is the index of every resource, to tell
+// what would be decided if they enforced.
 func NewIndex(alternatives []v1alpha1.ImageAlternative, mirrors []v1alpha1.ImageMirror) (*Index, []error) {
-	ix := &Index{}
 	var errs []error
-
 	alts := make([]*v1alpha1.ImageAlternative, len(alternatives))
 	for i := range alternatives {
 		alts[i] = &alternatives[i]
 	}
 	slices.SortStableFunc(alts, func(a, b *v1alpha1.ImageAlternative) int { return cmp.Compare(a.Name, b.Name) })
+	var compiledAlts []*alternativeResource
 	for _, obj := range alts {
 		res, err := compileAlternative(obj)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s %q: %w", KindImageAlternative, obj.Name, err))
 			continue
 		}
-		res.rank = len(ix.alternatives)
-		ix.add(res)
+		compiledAlts = append(compiledAlts, res)
 	}
 
 	ms := make([]*v1alpha1.ImageMirror, len(mirrors))
@@ -194,6 +204,7 @@ func NewIndex(alternatives []v1alpha1.ImageAlternative, mirrors []v1alpha1.Image
 		ms[i] = &mirrors[i]
 	}
 	slices.SortStableFunc(ms, func(a, b *v1alpha1.ImageMirror) int { return cmp.Compare(a.Name, b.Name) })
+	var compiledMirrors []*mirrorResource
 	for _, obj := range ms {
 		res, err := compileMirror(obj)
 		if err != nil {
@@ -203,9 +214,45 @@ func NewIndex(alternatives []v1alpha1.ImageAlternative, mirrors []v1alpha1.Image
 		if res.policy == v1alpha1.RewritePolicyNone {
 			continue
 		}
-		ix.mirrors = append(ix.mirrors, res)
+		compiledMirrors = append(compiledMirrors, res)
+	}
+
+	ix := build(compiledAlts, compiledMirrors, false)
+	if slices.ContainsFunc(compiledAlts, func(r *alternativeResource) bool { return r.dryRun }) ||
+		slices.ContainsFunc(compiledMirrors, func(r *mirrorResource) bool { return r.dryRun }) {
+		ix.withDryRun = build(compiledAlts, compiledMirrors, true)
 	}
 	return ix, errs
+}
+
+// build indexes the compiled resources, the dry-run ones only when dryRun. The resources are
+// shared between the two indexes and read-only once compiled; rank is the index's own.
+func build(alts []*alternativeResource, mirrors []*mirrorResource, dryRun bool) *Index {
+	ix := &Index{}
+	for _, res := range alts {
+		if res.dryRun && !dryRun {
+			continue
+		}
+		r := *res
+		r.rank = len(ix.alternatives)
+		ix.add(&r)
+	}
+	for _, res := range mirrors {
+		if res.dryRun && !dryRun {
+			continue
+		}
+		ix.mirrors = append(ix.mirrors, res)
+	}
+	return ix
+}
+
+// WithDryRun is the index of every valid resource, those with spec.dryRun included, or nil
+// when no resource is a dry run. Its candidates from dry-run resources have DryRun set.
+func (ix *Index) WithDryRun() *Index {
+	if ix == nil {
+		return nil
+	}
+	return ix.withDryRun
 }
 
 // Len is the number of resources that can route an image: the valid ones, ImageMirrors with
@@ -253,6 +300,8 @@ func compileAlternative(obj *v1alpha1.ImageAlternative) (*alternativeResource, e
 	res := &alternativeResource{
 		name:    obj.Name,
 		policy:  EffectivePolicy(obj.Spec.RewritePolicy),
+		dryRun:  obj.Spec.DryRun,
+		pin:     obj.Spec.PinDigest,
 		scope:   sc,
 		group:   obj.Spec.Alternatives[0].RepositoryGroup != "",
 		entries: make([]alternativeEntry, len(obj.Spec.Alternatives)),
@@ -293,6 +342,8 @@ func compileMirror(obj *v1alpha1.ImageMirror) (*mirrorResource, error) {
 	res := &mirrorResource{
 		name:       obj.Name,
 		policy:     EffectivePolicy(obj.Spec.RewritePolicy),
+		dryRun:     obj.Spec.DryRun,
+		pin:        obj.Spec.PinDigest,
 		scope:      sc,
 		authPath:   MirrorAuthPath(d),
 		lookupPath: MirrorLookupPath(d),

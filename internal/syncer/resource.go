@@ -25,6 +25,9 @@ type Resource struct {
 	Generation int64
 	// Policy is the rewritePolicy, defaulted to OnFailure.
 	Policy v1alpha1.RewritePolicy
+	// DryRun is spec.dryRun: the webhook routes no pod to the resource, so it wants no Secret.
+	// Its provider credentials are still obtained: the webhook probes with them.
+	DryRun bool
 	// Entries are every entry in declared order (one for a mirror), injecting or not: the
 	// non-injecting ones still tell which entry served a container.
 	Entries []Entry
@@ -45,9 +48,10 @@ func (r *Resource) Key() ResourceKey { return ResourceKey{Kind: r.Kind, Name: r.
 func (r *Resource) SecretName() string { return routing.PullSecretName(r.Kind, r.Name) }
 
 // Injecting reports whether at least one entry's credential is to be injected: a resource none
-// of whose entries injects writes no Secret, and neither does an ImageMirror whose policy is None.
+// of whose entries injects writes no Secret, and neither does an ImageMirror whose policy is
+// None nor a dry-run resource (whose Secrets, if it enforced before, go as for None).
 func (r *Resource) Injecting() bool {
-	if r.Policy == v1alpha1.RewritePolicyNone {
+	if r.Policy == v1alpha1.RewritePolicyNone || r.DryRun {
 		return false
 	}
 	for i := range r.Entries {
@@ -101,13 +105,14 @@ type Entry struct {
 var ErrInvalidResource = errors.New("invalid routing resource")
 
 // newResource reads what both kinds share: identity, policy and namespaceSelector.
-func newResource(kind routing.Kind, meta *metav1.ObjectMeta, policy v1alpha1.RewritePolicy, namespaces *metav1.LabelSelector) (*Resource, error) {
+func newResource(kind routing.Kind, meta *metav1.ObjectMeta, policy v1alpha1.RewritePolicy, dryRun bool, namespaces *metav1.LabelSelector) (*Resource, error) {
 	r := &Resource{
 		Kind:       kind,
 		Name:       meta.Name,
 		UID:        meta.UID,
 		Generation: meta.Generation,
 		Policy:     routing.EffectivePolicy(policy),
+		DryRun:     dryRun,
 	}
 	var err error
 	if r.namespaces, err = routing.CompileSelector(namespaces); err != nil {
@@ -118,7 +123,7 @@ func newResource(kind routing.Kind, meta *metav1.ObjectMeta, policy v1alpha1.Rew
 
 // FromImageAlternative reads an ImageAlternative.
 func FromImageAlternative(obj *v1alpha1.ImageAlternative) (*Resource, error) {
-	r, err := newResource(routing.KindImageAlternative, &obj.ObjectMeta, obj.Spec.RewritePolicy, obj.Spec.NamespaceSelector)
+	r, err := newResource(routing.KindImageAlternative, &obj.ObjectMeta, obj.Spec.RewritePolicy, obj.Spec.DryRun, obj.Spec.NamespaceSelector)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +139,7 @@ func FromImageAlternative(obj *v1alpha1.ImageAlternative) (*Resource, error) {
 
 // FromImageMirror reads an ImageMirror.
 func FromImageMirror(obj *v1alpha1.ImageMirror) (*Resource, error) {
-	r, err := newResource(routing.KindImageMirror, &obj.ObjectMeta, obj.Spec.RewritePolicy, obj.Spec.NamespaceSelector)
+	r, err := newResource(routing.KindImageMirror, &obj.ObjectMeta, obj.Spec.RewritePolicy, obj.Spec.DryRun, obj.Spec.NamespaceSelector)
 	if err != nil {
 		return nil, err
 	}

@@ -53,7 +53,7 @@ type parsedSecret struct {
 // matchImages matches the original (a private ECR, GCR or ACR image). For such a pod, or such
 // an original, an original answering "authentication required" (401, 403) counts as
 // available: kuik never moves a pod away from a private registry it is entitled to.
-func (c *ProbeChooser) Choose(ctx context.Context, lists [][]routing.Candidate, ownPullSecrets bool) []int {
+func (c *ProbeChooser) Choose(ctx context.Context, lists [][]routing.Candidate, ownPullSecrets bool) []Choice {
 	targets := make([][]probe.Target, len(lists))
 	for l, cands := range lists {
 		targets[l] = make([]probe.Target, len(cands))
@@ -77,7 +77,12 @@ func (c *ProbeChooser) Choose(ctx context.Context, lists [][]routing.Candidate, 
 			return r == probe.InvalidAuth && cand.Source.IsOriginal() && (ownPullSecrets || c.nodePulls(cand.Reference))
 		}
 	}
-	return c.Prober.Resolve(ctx, targets, accept)
+	chosen, digests := c.Prober.ResolveDigests(ctx, targets, accept)
+	out := make([]Choice, len(chosen))
+	for l := range chosen {
+		out[l] = Choice{Index: chosen[l], Digest: digests[l]}
+	}
+	return out
 }
 
 func (c *ProbeChooser) nodeHasProviders() bool {

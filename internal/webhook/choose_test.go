@@ -238,7 +238,7 @@ func TestCandidatesAreProbedWithTheCredentialThePodWillHave(t *testing.T) {
 				c.NodeProviders = nodeProviders(t, tc.nodeProviders...)
 			}
 			got := ""
-			if i := c.Choose(t.Context(), [][]routing.Candidate{cands}, tc.own)[0]; i >= 0 {
+			if i := c.Choose(t.Context(), [][]routing.Candidate{cands}, tc.own)[0].Index; i >= 0 {
 				got = cands[i].Reference
 			}
 			if got != tc.want {

@@ -142,14 +142,14 @@ func fuzzHandlers(f *testing.F) *http.ServeMux {
 }
 
 // upHostsAvailable is a Chooser: each list's first candidate whose registry host ends in ".up".
-func upHostsAvailable(_ context.Context, lists [][]routing.Candidate, _ bool) []int {
-	out := make([]int, len(lists))
+func upHostsAvailable(_ context.Context, lists [][]routing.Candidate, _ bool) []Choice {
+	out := make([]Choice, len(lists))
 	for l, cands := range lists {
-		out[l] = -1
+		out[l] = Choice{Index: -1}
 		for i, c := range cands {
 			host, _, _ := strings.Cut(c.Reference, "/")
 			if strings.HasSuffix(host, ".up") {
-				out[l] = i
+				out[l] = Choice{Index: i, Digest: "sha256:" + strings.Repeat("ab", 32)}
 				break
 			}
 		}

@@ -61,6 +61,18 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) (resp ad
 		return admitUnchanged(stage)
 	}
 	for _, d := range decisions {
+		if d.DryRun != nil {
+			metrics.DryRunDecisions.WithLabelValues(string(d.DryRun.resource.Kind), d.DryRun.resource.Name, d.DryRun.Reason).Inc()
+			if l := log.FromContext(ctx).V(1); l.Enabled() {
+				l.Info("Dry run: would route container otherwise", "namespace", req.Namespace, "name", req.Name, "uid", req.UID, "container", d.Container, "image", d.Image, "would", d.DryRun.Image, "by", d.DryRun.By, "reason", d.DryRun.Reason)
+			}
+		}
+		switch {
+		case d.Pinned:
+			metrics.DigestPins.WithLabelValues("pinned").Inc()
+		case d.Unpinned:
+			metrics.DigestPins.WithLabelValues("no-digest").Inc()
+		}
 		switch {
 		case d.Image != d.Original:
 			metrics.Rewrites.WithLabelValues(string(d.Source.Kind), d.Source.Name, d.Reason).Inc()

@@ -2,6 +2,8 @@ package webhook_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -47,23 +49,33 @@ type availability struct {
 	asked     [][]string
 }
 
-func (a *availability) choose(_ context.Context, lists [][]routing.Candidate, _ bool) []int {
-	out := make([]int, len(lists))
+func (a *availability) choose(_ context.Context, lists [][]routing.Candidate, _ bool) []webhook.Choice {
+	out := make([]webhook.Choice, len(lists))
 	for l, cands := range lists {
 		var refs []string
 		for _, c := range cands {
 			refs = append(refs, c.Reference)
 		}
 		a.asked = append(a.asked, refs)
-		out[l] = -1
+		out[l] = webhook.Choice{Index: -1}
 		for i, c := range cands {
 			if a.available[c.Reference] {
-				out[l] = i
+				out[l] = webhook.Choice{Index: i, Digest: digestOf(c.Reference)}
 				break
 			}
 		}
 	}
 	return out
+}
+
+// digestOf is the digest availability answers for a reference: the one it names, or one
+// derived from the reference.
+func digestOf(ref string) string {
+	if _, d, ok := strings.Cut(ref, "@"); ok {
+		return d
+	}
+	h := sha256.Sum256([]byte(ref))
+	return "sha256:" + hex.EncodeToString(h[:])
 }
 
 func mutator(t *testing.T, a *availability, ias []v1alpha1.ImageAlternative, ims []v1alpha1.ImageMirror) *webhook.PodMutator {
@@ -285,7 +297,7 @@ func TestPodMutatorAdmitsUnchangedOnInternalErrors(t *testing.T) {
 		},
 		"the chooser panics": {
 			mutate: func(m *webhook.PodMutator) {
-				m.Choose = func(context.Context, [][]routing.Candidate, bool) []int { panic("boom") }
+				m.Choose = func(context.Context, [][]routing.Candidate, bool) []webhook.Choice { panic("boom") }
 			},
 			pod: good(),
 		},

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/enix/kuik/internal/routing"
+	"github.com/enix/kuik/internal/webhook"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
@@ -153,12 +154,12 @@ func TestAllContainersAreResolvedTogether(t *testing.T) {
 	calls := 0
 	var lists int
 	m := mutator(t, &availability{}, []v1alpha1.ImageAlternative{acme}, nil)
-	m.Choose = func(_ context.Context, ls [][]routing.Candidate, _ bool) []int {
+	m.Choose = func(_ context.Context, ls [][]routing.Candidate, _ bool) []webhook.Choice {
 		calls++
 		lists = len(ls)
-		out := make([]int, len(ls))
+		out := make([]webhook.Choice, len(ls))
 		for i := range out {
-			out[i] = 1
+			out[i] = webhook.Choice{Index: 1}
 		}
 		return out
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -14,11 +15,18 @@ import (
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
-// Chooser returns, for each container's candidate list, the index of its first available
-// candidate in list order, or -1. All lists are resolved together, so a pod's containers share
+// Chooser returns, for each container's candidate list, its first available candidate in
+// list order (Index -1 for none). All lists are resolved together, so a pod's containers share
 // one probe timeout. ownPullSecrets says whether the pod brings pull secrets of its own (which
 // kuik cannot read).
-type Chooser func(ctx context.Context, lists [][]routing.Candidate, ownPullSecrets bool) []int
+type Chooser func(ctx context.Context, lists [][]routing.Candidate, ownPullSecrets bool) []Choice
+
+// Choice is a Chooser's answer for one list: the index of the chosen candidate (-1 for none)
+// and the manifest digest its probe saw ("" when unknown).
+type Choice struct {
+	Index  int
+	Digest string
+}
 
 // Decision is what Route did to one container.
 type Decision struct {
@@ -31,6 +39,32 @@ type Decision struct {
 	Reason          string
 	PullSecret      string
 	Candidates      int
+	// Pinned: Image is the winning candidate's repository at the digest its probe saw.
+	Pinned bool
+	// Unpinned: a pinDigest candidate was available but its probe gave no digest, so it was
+	// passed over.
+	Unpinned bool
+	// DryRun is what the dry-run resources would change, nil when nothing.
+	DryRun *DryRunDecision
+}
+
+// ReasonKeepOriginal is the dry-run reason of a container that would keep its original image
+// where the enforcing resources route it away (a dry-run resource lends the original another
+// credential).
+const ReasonKeepOriginal = "Original"
+
+// DryRunDecision is what a container would get if the dry-run resources enforced: recorded in
+// the pod's kuik.enix.io/dry-run annotation, it differs from what the container got.
+type DryRunDecision struct {
+	// Image is the image it would run; the original when no candidate would be available.
+	Image string `json:"image"`
+	// By is "<Kind>/<name>" of the resource whose candidate it would run, or of the dry-run
+	// resource that would leave it with none.
+	By string `json:"by"`
+	// Reason is Always, OnFailure or NoAlternatives.
+	Reason string `json:"reason"`
+	// resource is the dry-run resource that makes the difference, for the metric.
+	resource routing.Source
 }
 
 // Scope says which containers of a pod Route may change and what else it may touch.
@@ -68,6 +102,8 @@ func containersOf(pod *corev1.Pod) []container {
 // records are kuik's annotations on a pod, by container.
 type records struct {
 	originals, rewrittenBy, reasons map[string]string
+	// dryRun is kuik.enix.io/dry-run, kept as raw JSON values by container.
+	dryRun map[string]json.RawMessage
 }
 
 // Route routes every container of pod not routed before and modifies pod in place. It returns
@@ -85,14 +121,26 @@ func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 		originals:   readMap(pod.Annotations, v1alpha1.AnnotationOriginalImages),
 		rewrittenBy: readMap(pod.Annotations, v1alpha1.AnnotationRewrittenBy),
 		reasons:     readMap(pod.Annotations, v1alpha1.AnnotationReason),
+		dryRun:      readRawMap(pod.Annotations, v1alpha1.AnnotationDryRun),
 	}
 	podLabels := labels.Set(pod.Labels)
 	all := containersOf(pod)
 	done, used := verify(&rec, all, ix, podLabels, namespaceLabels)
+	// A dry-run record is kuik's only for a container it routed before (a reinvocation
+	// skips it); every other container's is decided again below, or dropped.
+	for name := range rec.dryRun {
+		if !done[name] {
+			delete(rec.dryRun, name)
+		}
+	}
 
 	// Gather every container to route with its candidates, then resolve them all at once.
 	var todo []container
-	var lists [][]routing.Candidate
+	var lists, dryLists [][]routing.Candidate
+	dry := ix.WithDryRun()
+	if scope.EphemeralOnly {
+		dry = nil // no annotation can be written
+	}
 	var previous map[string]bool
 	if scope.EphemeralOnly {
 		previous = map[string]bool{}
@@ -110,10 +158,19 @@ func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 			continue // routed by an earlier invocation
 		}
 		cands, err := ix.Candidates(*c.image, podLabels, namespaceLabels)
-		if err != nil || len(cands) == 0 || (len(cands) == 1 && cands[0].Source.IsOriginal()) {
-			// Unparsable images are the API server's and the kubelet's business; images no
-			// resource covers are never probed.
-			continue
+		if err != nil {
+			continue // unparsable images are the API server's and the kubelet's business
+		}
+		var dryCands []routing.Candidate
+		if dry != nil {
+			if dryCands, _ = dry.Candidates(*c.image, podLabels, namespaceLabels); sameList(dryCands, cands) {
+				dryCands = nil // no dry-run resource applies to this container
+			} else if dryCands == nil {
+				dryCands = []routing.Candidate{} // they would leave it nothing: still a list
+			}
+		}
+		if trivial(cands) && dryCands == nil {
+			continue // images no resource covers are never probed
 		}
 		if scope.EphemeralOnly {
 			cands = slices.DeleteFunc(slices.Clone(cands), func(c routing.Candidate) bool {
@@ -126,27 +183,30 @@ func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 		}
 		todo = append(todo, c)
 		lists = append(lists, cands)
+		dryLists = append(dryLists, dryCands)
 	}
-	var chosen []int
+	var chosen []Choice
 	if len(lists) > 0 {
-		chosen = choose(ctx, lists, len(pod.Spec.ImagePullSecrets) > 0)
+		// The dry-run lists are resolved with the enforcing ones: one probe timeout for all,
+		// identical candidates probed once.
+		all := lists
+		if dry != nil {
+			all = slices.Concat(lists, dryLists)
+		}
+		chosen = choose(ctx, all, len(pod.Spec.ImagePullSecrets) > 0)
 	}
 
 	decisions := make([]Decision, 0, len(todo))
 	for k, c := range todo {
 		cands := lists[k]
 		d := Decision{Container: c.name, Path: c.path, Original: *c.image, Image: *c.image, Candidates: len(cands)}
-		switch i := chosen[k]; {
-		case i < 0:
-			d.Reason = v1alpha1.ReasonNoAlternatives
-		case cands[i].Source.IsOriginal():
-			// The original is available: nothing to do or record.
-		default:
-			w := cands[i]
-			d.Image, d.Source, d.Reason = w.Reference, w.Source, string(w.Policy)
-			if w.Inject {
-				d.PullSecret = routing.PullSecretName(w.Source.Kind, w.Source.Name)
-			}
+		if !trivial(cands) {
+			decide(&d, cands, chosen[k])
+		}
+		if dry != nil && dryLists[k] != nil {
+			would := Decision{Original: *c.image, Image: *c.image}
+			decide(&would, dryLists[k], chosen[len(lists)+k])
+			d.DryRun = dryRunOf(&d, &would, dryLists[k])
 		}
 		*c.image = d.Image
 		decisions = append(decisions, d)
@@ -156,6 +216,14 @@ func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 	}
 
 	for _, d := range decisions {
+		delete(rec.dryRun, d.Container)
+		if d.DryRun != nil {
+			b, err := json.Marshal(d.DryRun)
+			if err != nil {
+				return decisions, fmt.Errorf("encoding %s: %w", v1alpha1.AnnotationDryRun, err)
+			}
+			rec.dryRun[d.Container] = b
+		}
 		delete(rec.reasons, d.Container)
 		if d.Reason == "" {
 			continue
@@ -171,6 +239,94 @@ func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 		}
 	}
 	return decisions, rec.write(pod)
+}
+
+// trivial reports whether a candidate list leaves nothing to decide: empty (the original sits
+// on an unavailable entry and nothing else is left) or the original alone.
+func trivial(cands []routing.Candidate) bool {
+	return len(cands) == 0 || (len(cands) == 1 && cands[0].Source.IsOriginal())
+}
+
+// sameList reports whether two candidate lists would be probed and decided alike.
+func sameList(a, b []routing.Candidate) bool {
+	return slices.EqualFunc(a, b, func(x, y routing.Candidate) bool {
+		return x.Reference == y.Reference && x.Source == y.Source && x.LookupPath == y.LookupPath &&
+			x.Insecure == y.Insecure && x.Inject == y.Inject && x.Auth == y.Auth && x.PinDigest == y.PinDigest
+	})
+}
+
+// decide fills d from the choice among cands. A pinDigest candidate is rewritten to its
+// repository at the digest its probe saw. The prober gives a digest for every available
+// candidate (a registry that answers a manifest HEAD without one is not available), so one
+// without is not routed unpinned: the container is left as it is (NoAlternatives,
+// d.Unpinned), since the candidates after it were not chosen over it.
+func decide(d *Decision, cands []routing.Candidate, c Choice) {
+	switch i := c.Index; {
+	case i < 0 || i >= len(cands):
+		d.Reason = v1alpha1.ReasonNoAlternatives
+	case cands[i].Source.IsOriginal():
+		// The original is available: nothing to do or record.
+	default:
+		w := cands[i]
+		image := w.Reference
+		if w.PinDigest {
+			pinned, ok := pin(w.Reference, c.Digest)
+			if !ok {
+				d.Unpinned, d.Reason = true, v1alpha1.ReasonNoAlternatives
+				return
+			}
+			image, d.Pinned = pinned, true
+		}
+		d.Image, d.Source, d.Reason = image, w.Source, string(w.Policy)
+		if w.Inject {
+			d.PullSecret = routing.PullSecretName(w.Source.Kind, w.Source.Name)
+		}
+	}
+}
+
+// pin is reference's repository at digest, which must be a valid digest: a reference already
+// carrying a digest keeps it only if it is the same one (the probe asked for it by digest).
+func pin(reference, digest string) (string, bool) {
+	ref, err := name.ParseReference(reference, name.WeakValidation)
+	if err != nil {
+		return "", false
+	}
+	d, err := name.NewDigest(ref.Context().Name()+"@"+digest, name.WeakValidation)
+	if err != nil {
+		return "", false
+	}
+	if had, ok := ref.(name.Digest); ok && had.DigestStr() != d.DigestStr() {
+		return "", false
+	}
+	return d.Name(), true
+}
+
+// dryRunOf is the dry-run record of a container: what it would get (would, decided on the
+// list of every resource, dry-run ones included) when that differs from what it got (d). nil
+// when the dry-run resources change nothing.
+func dryRunOf(d, would *Decision, dryCands []routing.Candidate) *DryRunDecision {
+	if would.Image == d.Image && would.Source == d.Source && would.Reason == d.Reason {
+		return nil
+	}
+	out := &DryRunDecision{Image: would.Image, Reason: would.Reason}
+	if out.Reason == "" {
+		out.Reason = ReasonKeepOriginal
+	}
+	// The dry-run resource that makes the difference: the winner's when it is one, else the
+	// first in the list (it removed the original, or filled the list with unavailable ones).
+	i := slices.IndexFunc(dryCands, func(c routing.Candidate) bool { return c.DryRun && c.Source == would.Source })
+	if i < 0 {
+		i = slices.IndexFunc(dryCands, func(c routing.Candidate) bool { return c.DryRun })
+	}
+	if i >= 0 {
+		out.resource = dryCands[i].Source
+	}
+	if !would.Source.IsOriginal() {
+		out.By = would.Source.String()
+	} else {
+		out.By = out.resource.String()
+	}
+	return out
 }
 
 // usedEntry is an entry of a resource that a true record shows the pod already pulls from.
@@ -240,6 +396,18 @@ func (rec *records) write(pod *corev1.Pod) error {
 		}
 		pod.Annotations[key] = string(b)
 	}
+	if len(rec.dryRun) == 0 {
+		delete(pod.Annotations, v1alpha1.AnnotationDryRun)
+	} else {
+		b, err := json.Marshal(rec.dryRun) // sorted keys
+		if err != nil {
+			return fmt.Errorf("encoding %s: %w", v1alpha1.AnnotationDryRun, err)
+		}
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[v1alpha1.AnnotationDryRun] = string(b)
+	}
 	if len(rec.originals) > 0 {
 		if pod.Labels == nil {
 			pod.Labels = map[string]string{}
@@ -293,6 +461,19 @@ func plainJSON(s string) bool {
 
 func hasPullSecret(pod *corev1.Pod, name string) bool {
 	return slices.ContainsFunc(pod.Spec.ImagePullSecrets, func(r corev1.LocalObjectReference) bool { return r.Name == name })
+}
+
+// readRawMap decodes kuik.enix.io/dry-run the way readMap decodes the others.
+func readRawMap(annotations map[string]string, key string) map[string]json.RawMessage {
+	m := map[string]json.RawMessage{}
+	v, ok := annotations[key]
+	if !ok || v == "" {
+		return m
+	}
+	if err := json.Unmarshal([]byte(v), &m); err != nil || m == nil {
+		return map[string]json.RawMessage{}
+	}
+	return m
 }
 
 // readMap decodes one of kuik's JSON map annotations. kuik never writes a malformed one, so a

@@ -25,7 +25,9 @@ const (
 	// ConditionReady is True when every injecting entry's credential resolved.
 	ConditionReady = "Ready"
 
-	ReasonSynced                = "Synced"
+	ReasonSynced = "Synced"
+	// ReasonDryRun: spec.dryRun is set; the resource routes no pod and has no pull Secret.
+	ReasonDryRun                = "DryRun"
 	ReasonNothingToInject       = "NothingToInject"
 	ReasonSecretNotFound        = "SecretNotFound"
 	ReasonNotDockerConfig       = "NotDockerConfig"
