@@ -17,11 +17,13 @@ import (
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
-// The syncer may write events only where it writes them: core/v1 events in "default", where
+// The syncer may write events only as it writes them: core/v1 events in "default", where
 // the API server puts the events of its cluster-scoped routing resources (it refuses them in
-// any other namespace), and create only in its own namespace, for leader election's events on
-// its Lease. Nothing in events.k8s.io (its recorder is core/v1's), no read, update or delete,
-// nowhere else. The API server's authorizer answers, under the chart's RBAC.
+// any other namespace), in its own namespace for leader election's events on its Lease, and,
+// with missed pulls (syncer.missedPulls.enabled, the chart's default), create and patch in
+// every namespace (ImagePullMissedRouting on pods) and list/watch (the kubelet's image-pull
+// failures, with field selectors). Nothing in events.k8s.io (its recorder is core/v1's), no
+// get, update or delete. The API server's authorizer answers, under the chart's RBAC.
 func TestEventRightsAreNarrow(t *testing.T) {
 	e := harness(t)
 	other := createNamespace(t, e, nil)
@@ -34,14 +36,17 @@ func TestEventRightsAreNarrow(t *testing.T) {
 		"create in default":              {metav1.NamespaceDefault, "", "create", true},
 		"patch in default":               {metav1.NamespaceDefault, "", "patch", true},
 		"create in its namespace":        {crns, "", "create", true},
-		"patch in its namespace":         {crns, "", "patch", false},
-		"create in another namespace":    {other, "", "create", false},
-		"create in kube-system":          {metav1.NamespaceSystem, "", "create", false},
-		"create in every namespace":      {"", "", "create", false},
+		"patch in its namespace":         {crns, "", "patch", true},
+		"create in another namespace":    {other, "", "create", true},
+		"create in kube-system":          {metav1.NamespaceSystem, "", "create", true},
+		"create in every namespace":      {"", "", "create", true},
 		"update in default":              {metav1.NamespaceDefault, "", "update", false},
 		"delete in default":              {metav1.NamespaceDefault, "", "delete", false},
 		"get in default":                 {metav1.NamespaceDefault, "", "get", false},
-		"list in default":                {metav1.NamespaceDefault, "", "list", false},
+		"list in default":                {metav1.NamespaceDefault, "", "list", true},
+		"watch in every namespace":       {"", "", "watch", true},
+		"update in another namespace":    {other, "", "update", false},
+		"delete in another namespace":    {other, "", "delete", false},
 		"events.k8s.io in default":       {metav1.NamespaceDefault, "events.k8s.io", "create", false},
 		"events.k8s.io in its namespace": {crns, "events.k8s.io", "create", false},
 	}
