@@ -20,7 +20,7 @@ func TestDryRunResourceWritesNoSecret(t *testing.T) {
 	e := harness(t)
 	n := name(t)
 	putSecret(t, e, pullSecret(n+"-creds", map[string]string{"quay.io": "q:pw"}))
-	trial := testutil.NewImageAlternative(n+"-trial").Policy(v1alpha1.RewritePolicyAlways).DryRun().
+	trial := testutil.NewImageAlternative(n + "-trial").Policy(v1alpha1.RewritePolicyAlways).DryRun().
 		NamespaceSelector(map[string]string{"scope": n}).
 		Repository("quay.io/acme/foo").SecretRef(n + "-creds").
 		Repository("registry.local:5000/acme/foo").SecretRef(n + "-creds").Build()
