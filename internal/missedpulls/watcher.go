@@ -298,8 +298,12 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) (time.Dura
 			recreate = &hits[i]
 		}
 	}
-	if recreate == nil || !w.opts.AllowDelete || !Controlled(pod) {
+	if !w.opts.AllowDelete || !Controlled(pod) {
 		return 0, nil
+	}
+	if recreate == nil {
+		// Looked at again while it fails: its resource may opt in later.
+		return w.opts.StuckPodAge, nil
 	}
 	if age := now.Sub(since); age < w.opts.StuckPodAge {
 		return w.opts.StuckPodAge - age, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/enix/kuik/internal/missedpulls"
 	"github.com/enix/kuik/internal/syncer"
 )
 
@@ -57,6 +58,10 @@ func TestFlagDefaults(t *testing.T) {
 		RenewDeadline: 10 * time.Second,
 		RetryPeriod:   2 * time.Second,
 	}}
+	want.Missed = MissedPullFlags{Enabled: true, Options: missedpulls.Options{
+		StuckPodAge: missedpulls.DefaultStuckPodAge, RecreateRate: missedpulls.DefaultRecreateRate, RecreateBurst: missedpulls.DefaultRecreateBurst,
+	}}
+	want.MissedPulls = &want.Missed.Options
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)
 	}
