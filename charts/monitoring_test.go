@@ -334,9 +334,11 @@ type datasourceRef struct {
 }
 
 type panel struct {
-	Title      string         `json:"title"`
-	Type       string         `json:"type"`
-	Datasource *datasourceRef `json:"datasource"`
+	ID         int                      `json:"id"`
+	GridPos    struct{ X, Y, W, H int } `json:"gridPos"`
+	Title      string                   `json:"title"`
+	Type       string                   `json:"type"`
+	Datasource *datasourceRef           `json:"datasource"`
 	Targets    []struct {
 		Expr         string         `json:"expr"`
 		LegendFormat string         `json:"legendFormat"`
@@ -412,10 +414,18 @@ func dashboardExprs(t *testing.T, r *charts.Rendered, c *catalog) []promExpr {
 		}
 		vars[name] = val
 	}
+	ids := map[int]bool{}
 	var walk func(ps []panel)
 	walk = func(ps []panel) {
 		for _, p := range ps {
 			walk(p.Panels)
+			if ids[p.ID] || p.ID == 0 {
+				t.Errorf("panel %q: id %d is not unique", p.Title, p.ID)
+			}
+			ids[p.ID] = true
+			if g := p.GridPos; g.W <= 0 || g.H <= 0 || g.X < 0 || g.X+g.W > 24 {
+				t.Errorf("panel %q lies outside Grafana's 24 columns: %+v", p.Title, g)
+			}
 			if p.Type == "row" {
 				continue
 			}
