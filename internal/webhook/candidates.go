@@ -17,7 +17,8 @@ import (
 var ErrInvalidResources = errors.New("invalid routing resources")
 
 // PrintCandidates writes the ordered candidates for image, without probing, one per line:
-// REFERENCE<TAB>SOURCE<TAB>PULLSECRET. Every routing resource among objs is validated with the
+// REFERENCE<TAB>SOURCE<TAB>PULLSECRET; when dry-run resources change the list, the list they
+// would give follows a comment line, their candidates marked "(dry run)". Every routing resource among objs is validated with the
 // rules the API server and the validating webhook apply; any invalid one is an error naming the
 // resource and the field. Objects of other kinds are ignored.
 func PrintCandidates(w io.Writer, objs []runtime.Object, image string, podLabels, namespaceLabels labels.Set) error {
@@ -49,12 +50,36 @@ func PrintCandidates(w io.Writer, objs []runtime.Object, image string, podLabels
 	if err != nil {
 		return fmt.Errorf("image %q: %w", image, err)
 	}
+	if err := printList(w, cands); err != nil {
+		return err
+	}
+	// With dry-run resources, what the list would be if they enforced, after a comment line.
+	if dry := ix.WithDryRun(); dry != nil {
+		all, err := dry.Candidates(image, podLabels, namespaceLabels)
+		if err != nil {
+			return fmt.Errorf("image %q: %w", image, err)
+		}
+		if !sameList(all, cands) {
+			if _, err := fmt.Fprintln(w, "# if the dry-run resources enforced:"); err != nil {
+				return fmt.Errorf("writing: %w", err)
+			}
+			return printList(w, all)
+		}
+	}
+	return nil
+}
+
+func printList(w io.Writer, cands []routing.Candidate) error {
 	for _, c := range cands {
 		secret := "-"
 		if c.Inject {
 			secret = routing.PullSecretName(c.Source.Kind, c.Source.Name)
 		}
-		if _, err := fmt.Fprintf(w, "%s\t%s\t%s\n", c.Reference, c.Source, secret); err != nil {
+		source := c.Source.String()
+		if c.DryRun {
+			source += " (dry run)"
+		}
+		if _, err := fmt.Fprintf(w, "%s\t%s\t%s\n", c.Reference, source, secret); err != nil {
 			return fmt.Errorf("writing: %w", err)
 		}
 	}

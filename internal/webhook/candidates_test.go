@@ -10,7 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/enix/kuik/internal/manifest"
+	"github.com/enix/kuik/internal/testutil"
 	"github.com/enix/kuik/internal/webhook"
+	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
 const routingYAML = `
@@ -99,5 +101,27 @@ func TestPrintCandidatesRefusesInvalidResourcesNamingTheField(t *testing.T) {
 	}
 	if out.Len() != 0 {
 		t.Errorf("printed candidates for invalid resources: %q", out.String())
+	}
+}
+
+func TestPrintCandidatesShowsWhatDryRunsWouldChange(t *testing.T) {
+	trial := testutil.NewImageMirror("trial", "registry.tld/trial/").Policy(v1alpha1.RewritePolicyAlways).DryRun().Build()
+	objs, err := manifest.Read(strings.NewReader(routingYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs = append(objs, &trial)
+	var out bytes.Buffer
+	if err := webhook.PrintCandidates(&out, objs, "quay.io/acme/foo:v1", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := "registry.tld/mirror/quay.io/acme/foo:v1\tImageMirror/corp-mirror\tkuik-inject-imagemirror-corp-mirror\n" +
+		"quay.io/acme/foo:v1\toriginal\t-\n" +
+		"# if the dry-run resources enforced:\n" +
+		"registry.tld/mirror/quay.io/acme/foo:v1\tImageMirror/corp-mirror\tkuik-inject-imagemirror-corp-mirror\n" +
+		"registry.tld/trial/quay.io/acme/foo:v1\tImageMirror/trial (dry run)\t-\n" +
+		"quay.io/acme/foo:v1\toriginal\t-\n"
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
 	}
 }
