@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -9,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 
 	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/webhook"
@@ -218,4 +220,36 @@ func set(items ...string) map[string]bool {
 		m[s] = true
 	}
 	return m
+}
+
+// A dry run never changes what is decided, not even by its record's size: when the dry-run
+// record would take the pod over the API server's annotation limit, it is left out and the
+// enforcing decision stands.
+func TestDryRunRecordGivesWayToTheAnnotationLimit(t *testing.T) {
+	enforcing := alternative("acme", v1alpha1.RewritePolicyOnFailure,
+		v1alpha1.Alternative{Repository: "quay.io/acme/foo"},
+		withSecret("registry.local:5000/acme/foo", "local"))
+	trial := dryRunMirror(mirror("hub-trial", v1alpha1.RewritePolicyAlways, "mirror.local/hub/"))
+	m := mutator(t, &availability{available: set("registry.local:5000/acme/foo:v1", "mirror.local/hub/quay.io/acme/foo:v1")},
+		[]v1alpha1.ImageAlternative{enforcing}, []v1alpha1.ImageMirror{trial})
+	first := admit(t, m, pod(corev1.Container{Name: "c", Image: "quay.io/acme/foo:v1"}))
+	records, dry := 0, len(v1alpha1.AnnotationDryRun)+len(first.Annotations[v1alpha1.AnnotationDryRun])
+	for k, v := range first.Annotations {
+		if k != v1alpha1.AnnotationDryRun {
+			records += len(k) + len(v)
+		}
+	}
+	if dry <= len(v1alpha1.AnnotationDryRun) {
+		t.Fatalf("no dry-run record to begin with: %v", first.Annotations)
+	}
+	const key = "example.com/blob"
+	p := pod(corev1.Container{Name: "c", Image: "quay.io/acme/foo:v1"})
+	p.Annotations = map[string]string{key: strings.Repeat("b", apivalidation.TotalAnnotationSizeLimitB-len(key)-records-dry/2)}
+	got := admit(t, m, p)
+	if got.Spec.Containers[0].Image != "registry.local:5000/acme/foo:v1" || len(got.Spec.ImagePullSecrets) != 1 {
+		t.Errorf("the enforcing decision did not stand: image %s, pull secrets %v", got.Spec.Containers[0].Image, got.Spec.ImagePullSecrets)
+	}
+	if _, ok := got.Annotations[v1alpha1.AnnotationDryRun]; ok {
+		t.Error("the dry-run record was kept over the annotation limit")
+	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/routing"
+	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
 // NamespaceLabels returns a namespace's labels (from an informer's cache).
@@ -137,7 +138,15 @@ func (m *PodMutator) mutate(ctx context.Context, req admission.Request) (ops []j
 		return nil, nil, "route", err
 	}
 	// kuik's records must not take a pod the API server would admit over its limit on
-	// annotations: the pod would be refused because of kuik. It is admitted unchanged.
+	// annotations: the pod would be refused because of kuik. The dry-run record goes first (a
+	// dry run must not change what is decided); if that is not enough the pod is admitted
+	// unchanged.
+	if _, ok := pod.Annotations[v1alpha1.AnnotationDryRun]; ok && annotationsSize(pod.Annotations) > apivalidation.TotalAnnotationSizeLimitB {
+		delete(pod.Annotations, v1alpha1.AnnotationDryRun)
+		for i := range decisions {
+			decisions[i].DryRun = nil
+		}
+	}
 	if after := annotationsSize(pod.Annotations); after > apivalidation.TotalAnnotationSizeLimitB && annotationsSize(b.annotations) <= apivalidation.TotalAnnotationSizeLimitB {
 		return nil, nil, "annotations", fmt.Errorf("kuik's records would take the pod's annotations to %d bytes, over the API server's limit of %d", after, apivalidation.TotalAnnotationSizeLimitB)
 	}
