@@ -118,6 +118,7 @@ func setup(ctx context.Context, n *testnode.Node) (*world, error) {
 	if err != nil {
 		return nil, err
 	}
+	providerValues["syncer"] = recreateStuckPodsValues() // missed_test.go
 	if w.kuik, err = kuiknode.Install(ctx, n, kuiknode.Options{Registry: images.Host, Values: providerValues}); err != nil {
 		return nil, err
 	}

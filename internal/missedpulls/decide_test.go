@@ -44,8 +44,8 @@ func TestPodOfEvent(t *testing.T) {
 		"another reason": {ev(func(e *corev1.Event) { e.Reason = "Pulling" }), types.NamespacedName{}, false},
 		"not a pod":      {ev(func(e *corev1.Event) { e.InvolvedObject.Kind = "Node" }), types.NamespacedName{}, false},
 		"a pod of another namespace is never looked for": {ev(func(e *corev1.Event) { e.InvolvedObject.Namespace = "victim" }), types.NamespacedName{}, false},
-		"no namespace named: the event's":                 {ev(func(e *corev1.Event) { e.InvolvedObject.Namespace = "" }), web, true},
-		"nil":                                             {nil, types.NamespacedName{}, false},
+		"no namespace named: the event's":                {ev(func(e *corev1.Event) { e.InvolvedObject.Namespace = "" }), web, true},
+		"nil":                                            {nil, types.NamespacedName{}, false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -83,8 +83,8 @@ func TestFailingContainers(t *testing.T) {
 			p.Status.InitContainerStatuses = []corev1.ContainerStatus{waiting("init", "quay.io/acme/init:v1", "ErrImagePull")}
 			return p
 		}(), map[string]string{"init": "quay.io/acme/init:v1"}},
-		"waiting for another reason": {pod(waiting("side", "quay.io/acme/side:v1", "ContainerCreating")), nil},
-		"running":                    {pod(corev1.ContainerStatus{Name: "side", Image: "quay.io/acme/side:v1", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}), nil},
+		"waiting for another reason":         {pod(waiting("side", "quay.io/acme/side:v1", "ContainerCreating")), nil},
+		"running":                            {pod(corev1.ContainerStatus{Name: "side", Image: "quay.io/acme/side:v1", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}), nil},
 		"the spec changed since the failure": {pod(waiting("side", "quay.io/acme/side:v0", "ErrImagePull")), nil},
 		"a status of no container":           {pod(waiting("ghost", "quay.io/acme/side:v1", "ErrImagePull")), nil},
 		"no status (no kubelet said so)":     {pod(), nil},
