@@ -190,12 +190,22 @@ func TestCRDsAreGenerated(t *testing.T) {
 // The rendered policy is policies/*.yaml with the release's policy name, the release namespace
 // and the syncer's ServiceAccount filled in, object for object.
 func TestRenderedPolicyIsPoliciesDir(t *testing.T) {
+	// Each policy's name in the release; pod-deletes.yaml is rendered only with
+	// syncer.recreateStuckPods.enabled (the only case where the syncer may delete pods).
+	names := map[string]string{"secret-writes.yaml": "kuik-secret-writes", "pod-deletes.yaml": "kuik-pod-deletes"}
+	optIn := map[string]bool{"pod-deletes.yaml": true}
+	recreate := map[string]any{"recreateStuckPods": map[string]any{"enabled": true}}
 	for name, tc := range map[string]struct {
-		values map[string]any
-		sa     string
+		values   map[string]any
+		sa       string
+		recreate bool
 	}{
 		"default ServiceAccount": {sa: "kuik-secret-syncer"},
 		"named ServiceAccount":   {values: map[string]any{"serviceAccount": map[string]any{"syncerName": "syncer"}}, sa: "syncer"},
+		"recreateStuckPods":      {values: map[string]any{"syncer": recreate}, sa: "kuik-secret-syncer", recreate: true},
+		"recreateStuckPods, named ServiceAccount": {
+			values: map[string]any{"syncer": recreate, "serviceAccount": map[string]any{"syncerName": "syncer"}}, sa: "syncer", recreate: true,
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := render(t, tc.values)
@@ -205,11 +215,19 @@ func TestRenderedPolicyIsPoliciesDir(t *testing.T) {
 			}
 			var want []*unstructured.Unstructured
 			for _, f := range files {
+				base := filepath.Base(f)
+				if optIn[base] && !tc.recreate {
+					continue
+				}
+				policy, ok := names[base]
+				if !ok {
+					t.Fatalf("policies/%s: no name known for it in this test", base)
+				}
 				b, err := os.ReadFile(f)
 				if err != nil {
 					t.Fatal(err)
 				}
-				objs, err := charts.Decode(charts.SubstitutePolicy(b, charts.PolicyValues{Name: "kuik-secret-writes", Namespace: ns, SyncerServiceAccount: tc.sa}))
+				objs, err := charts.Decode(charts.SubstitutePolicy(b, charts.PolicyValues{Name: policy, Namespace: ns, SyncerServiceAccount: tc.sa}))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -221,6 +239,11 @@ func TestRenderedPolicyIsPoliciesDir(t *testing.T) {
 					got = append(got, o)
 				}
 			}
+			byKindName := func(a, b *unstructured.Unstructured) int {
+				return strings.Compare(a.GetKind()+"/"+a.GetName(), b.GetKind()+"/"+b.GetName())
+			}
+			slices.SortFunc(want, byKindName)
+			slices.SortFunc(got, byKindName)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("rendered policy objects differ from policies/ (-want +got):\n%s", diff)
 			}
@@ -345,7 +368,11 @@ func TestSyncerReadsSecretsOnlyInItsNamespace(t *testing.T) {
 	}{
 		{"", "kuik.enix.io", "imagealternatives/status", []string{"patch"}},
 		{"", "kuik.enix.io", "imagemirrors/status", []string{"patch"}},
-		{"", "", "events", nil},
+		// Missed pulls (syncer.missedPulls.enabled, the default): the kubelet's image-pull
+		// failures watched, ImagePullMissedRouting on pods everywhere, each failing pod read by
+		// name; no pod deleted unless syncer.recreateStuckPods.enabled.
+		{"", "", "events", []string{"list", "watch", "create", "patch"}},
+		{"", "", "pods", []string{"get", "list", "watch"}},
 		{"", "events.k8s.io", "events", nil},
 		{metav1.NamespaceDefault, "", "events", []string{"create", "patch"}},
 		{metav1.NamespaceDefault, "events.k8s.io", "events", nil},
