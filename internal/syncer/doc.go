@@ -88,5 +88,9 @@
 // retention records and leader election there, events in "default" and there); the
 // integration tests run it under exactly that.
 //
-// The package never talks to a registry.
+// The package never talks to a registry. With [Options].MissedPulls, [NewManager] also runs the
+// missed-pull controller of internal/missedpulls on the leader, which does (it decides as the
+// webhook would, with its probes) and needs the chart's syncer.missedPulls rights: events
+// listed, watched and written everywhere, pods read by name, and pods deleted only with
+// syncer.recreateStuckPods.enabled.
 package syncer
