@@ -9,7 +9,8 @@
 // pod is one probe timeout, not a sum.
 //
 // A Prober is bounded whatever its callers ask: at most MaxInFlight probes run at once (a
-// probe that would exceed it is not started and reports [Skipped]), at most MaxConnsPerHost
+// probe that would exceed it is not started and reports [Skipped]), and as many again for
+// dry runs ([Target.Trial]), which never take the others' bound; at most MaxConnsPerHost
 // connections go to one registry, and no probe starts once its caller's deadline has passed.
 // Probes that were started outlive their caller by at most the probe timeout.
 package probe
@@ -71,6 +72,11 @@ type Target struct {
 	// registry a routing resource declares, or a catch-all), never to a host a pod author
 	// chose; it is not part of the cache key.
 	Registry string
+	// Trial: the probe only tells what a dry run would do. A trial probe that starts a flight
+	// counts against a bound of its own (MaxInFlight again), so dry runs never leave the
+	// probes that decide without room; it shares the cache and the flights of identical
+	// targets like any other. Not part of the cache key.
+	Trial bool
 }
 
 // key identifies a target in the cache without keeping the secret in clear.
@@ -118,7 +124,8 @@ type Options struct {
 	Timeout time.Duration
 	// TTL is how long a result is reused (default DefaultTTL).
 	TTL time.Duration
-	// MaxInFlight bounds the probes running at once (default DefaultMaxInFlight).
+	// MaxInFlight bounds the probes running at once (default DefaultMaxInFlight), and
+	// separately the trial ones.
 	MaxInFlight int
 	// MaxConnsPerHost bounds the connections to one registry, per scheme (default
 	// DefaultMaxConnsPerHost); applied to the default transport only.
@@ -141,6 +148,8 @@ type Prober struct {
 	mu      sync.Mutex
 	cache   map[string]cached
 	flights map[string]*flight
+	// trials is the number of flights started by trial targets.
+	trials int
 }
 
 type cached struct {
@@ -154,6 +163,7 @@ type flight struct {
 	done   chan struct{}
 	result Result
 	digest string
+	trial  bool // started by a trial target: counted in Prober.trials
 }
 
 // New returns a Prober.
@@ -217,7 +227,8 @@ func (p *Prober) start(ctx context.Context, t Target, k string) (answer, *flight
 	switch {
 	case ctx.Err() != nil:
 		reason = SkipDeadline
-	case len(p.flights) >= p.opts.MaxInFlight:
+	case t.Trial && p.trials >= p.opts.MaxInFlight,
+		!t.Trial && len(p.flights)-p.trials >= p.opts.MaxInFlight:
 		reason = SkipLimit
 	}
 	if reason != "" {
@@ -227,8 +238,11 @@ func (p *Prober) start(ctx context.Context, t Target, k string) (answer, *flight
 		}
 		return answer{result: Skipped}, nil
 	}
-	f := &flight{done: make(chan struct{})}
+	f := &flight{done: make(chan struct{}), trial: t.Trial}
 	p.flights[k] = f
+	if f.trial {
+		p.trials++
+	}
 	p.mu.Unlock()
 
 	// The probe runs detached from the caller's context so that one caller giving up does not
@@ -242,6 +256,9 @@ func (p *Prober) start(ctx context.Context, t Target, k string) (answer, *flight
 		p.mu.Lock()
 		p.cache[k] = cached{result: r, digest: digest, expires: p.opts.Now().Add(p.opts.TTL)}
 		delete(p.flights, k)
+		if f.trial {
+			p.trials--
+		}
 		p.mu.Unlock()
 		f.result, f.digest = r, digest
 		close(f.done)

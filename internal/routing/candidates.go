@@ -41,6 +41,9 @@ type Candidate struct {
 	// PinDigest: the resource has spec.pinDigest; a container routed to this candidate is
 	// rewritten to the digest the probe saw. Always false for the original.
 	PinDigest bool
+	// Trial: the candidate is in a list of [Index.WithDryRun], the original included: it is
+	// probed only to tell what the dry runs would do, within a probe bound of its own.
+	Trial bool
 }
 
 // Candidates returns the ordered list of images a container running image may be pulled from,
@@ -57,6 +60,7 @@ func (ix *Index) Candidates(image string, podLabels, namespaceLabels labels.Set)
 	if ix.Len() == 0 {
 		return []Candidate{original}, nil
 	}
+	original.Trial = ix.trial
 
 	var hitBuf [8]alternativeHit
 	hits := ix.matchAlternatives(&img, hitBuf[:0], podLabels, namespaceLabels)
@@ -89,7 +93,7 @@ func (ix *Index) Candidates(image string, podLabels, namespaceLabels labels.Set)
 		}
 	}
 
-	b := listBuilder{out: make([]Candidate, 0, size)}
+	b := listBuilder{out: make([]Candidate, 0, size), trial: ix.trial}
 	for _, m := range mirrors {
 		if m.band == bandAlways {
 			b.addMirror(m, &img)
@@ -215,9 +219,10 @@ type candidateKey struct {
 const linearDedupeMax = 16
 
 type listBuilder struct {
-	out  []Candidate
-	keys []candidateKey
-	seen map[candidateKey]struct{}
+	trial bool
+	out   []Candidate
+	keys  []candidateKey
+	seen  map[candidateKey]struct{}
 }
 
 func (b *listBuilder) add(c Candidate, cred credential) {
@@ -239,6 +244,7 @@ func (b *listBuilder) add(c Candidate, cred credential) {
 			}
 		}
 	}
+	c.Trial = b.trial
 	b.out = append(b.out, c)
 }
 

@@ -25,6 +25,8 @@ type Index struct {
 	// withDryRun is the index of every resource, the dry-run ones included, when there is a
 	// dry-run resource; nil otherwise. This index (the enforcing one) leaves them out.
 	withDryRun *Index
+	// trial: this is a WithDryRun index; its candidates have Trial set.
+	trial bool
 
 	// parsed caches parseImage: the pods of a rollout carry the same images, and parsing is
 	// most of a lookup (the reference grammar's regular expressions).
@@ -228,7 +230,7 @@ func NewIndex(alternatives []v1alpha1.ImageAlternative, mirrors []v1alpha1.Image
 // build indexes the compiled resources, the dry-run ones only when dryRun. The resources are
 // shared between the two indexes and read-only once compiled; rank is the index's own.
 func build(alts []*alternativeResource, mirrors []*mirrorResource, dryRun bool) *Index {
-	ix := &Index{}
+	ix := &Index{trial: dryRun}
 	for _, res := range alts {
 		if res.dryRun && !dryRun {
 			continue

@@ -64,6 +64,7 @@ func (c *ProbeChooser) Choose(ctx context.Context, lists [][]routing.Candidate, 
 				Insecure:   cand.Insecure,
 				Credential: c.credential(ctx, cand),
 				Registry:   c.registryLabel(cand),
+				Trial:      cand.Trial,
 			}
 		}
 	}

@@ -191,7 +191,14 @@ func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 		// identical candidates probed once.
 		all := lists
 		if dry != nil {
-			all = slices.Concat(lists, dryLists)
+			all = make([][]routing.Candidate, 0, 2*len(lists))
+			for _, cands := range lists {
+				if trivial(cands) {
+					cands = nil // nothing to decide: only its dry run needs probes
+				}
+				all = append(all, cands)
+			}
+			all = append(all, dryLists...)
 		}
 		chosen = choose(ctx, all, len(pod.Spec.ImagePullSecrets) > 0)
 	}
