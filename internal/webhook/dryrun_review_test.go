@@ -2,16 +2,21 @@ package webhook_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/probe"
 	"github.com/enix/kuik/internal/routing"
-	"github.com/enix/kuik/internal/testutil"
+	kuiktest "github.com/enix/kuik/internal/testutil"
 	"github.com/enix/kuik/internal/webhook"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -21,10 +26,10 @@ import (
 // routed by the enforcing resource (real prober, real registries). The dry runs have a bound
 // of their own: a third pod's dry-run probe is not started past it.
 func TestDryRunProbesNeverTakeTheEnforcingProbeBound(t *testing.T) {
-	reg := testutil.NewRegistry(t, "", "")
+	reg := kuiktest.NewRegistry(t, "", "")
 	reg.Push(t, "acme/app:v1")
-	hanging := testutil.NewRegistry(t, "", "")
-	hanging.SetBehavior(testutil.Hang)
+	hanging := kuiktest.NewRegistry(t, "", "")
+	hanging.SetBehavior(kuiktest.Hang)
 
 	const maxInFlight = 2
 	var skipped atomic.Int64
@@ -81,5 +86,63 @@ func TestDryRunProbesNeverTakeTheEnforcingProbeBound(t *testing.T) {
 	}
 	if skipped.Load() == skippedBefore {
 		t.Error("pod C's dry-run probes were not skipped")
+	}
+}
+
+// A pinned candidate keeps the repository kuik wrote it with: one on Docker Hub stays
+// docker.io/… (go-containerregistry would spell it index.docker.io/…, which admission
+// policies and kuik's users matching docker.io/ would not recognise).
+func TestPinDigestKeepsTheCandidatesRepository(t *testing.T) {
+	for name, tc := range map[string]struct{ repository, image, want string }{
+		"docker hub":         {"docker.io/acme/foo", "quay.io/acme/foo:v1", "docker.io/acme/foo"},
+		"docker hub library": {"nginx", "quay.io/acme/nginx:1.27", "docker.io/library/nginx"},
+		"a port":             {"registry.local:5000/acme/foo", "quay.io/acme/foo:v1", "registry.local:5000/acme/foo"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ia := pinned(alternative("acme", v1alpha1.RewritePolicyOnFailure,
+				v1alpha1.Alternative{Repository: strings.Split(tc.image, ":")[0]},
+				v1alpha1.Alternative{Repository: tc.repository}))
+			candidate := tc.want + ":" + strings.Split(tc.image, ":")[1]
+			m := mutator(t, &availability{available: set(candidate)}, []v1alpha1.ImageAlternative{ia}, nil)
+			got := admit(t, m, pod(corev1.Container{Name: "c", Image: tc.image}))
+			if want := tc.want + "@" + digestOf(candidate); got.Spec.Containers[0].Image != want {
+				t.Errorf("image %q, want %q", got.Spec.Containers[0].Image, want)
+			}
+			if again := admit(t, m, got); !cmp.Equal(got, again, cmpopts.EquateEmpty()) {
+				t.Errorf("reinvocation changed the pinned pod:\n%s", cmp.Diff(got, again, cmpopts.EquateEmpty()))
+			}
+		})
+	}
+}
+
+// A pinDigest candidate whose answer names no sha256 digest is not routed unpinned: the
+// container keeps its image, with NoAlternatives, counted as no-digest.
+func TestPinDigestWithoutADigestLeavesTheContainer(t *testing.T) {
+	ia := pinned(alternative("acme", v1alpha1.RewritePolicyOnFailure,
+		v1alpha1.Alternative{Repository: "quay.io/acme/foo"},
+		v1alpha1.Alternative{Repository: "registry.local/acme/foo"}))
+	for _, digest := range []string{"", "sha512:" + strings.Repeat("a", 128), "sha256:short", "sha256:" + strings.Repeat("A", 64)} {
+		t.Run(digest, func(t *testing.T) {
+			m := mutator(t, &availability{}, []v1alpha1.ImageAlternative{ia}, nil)
+			m.Choose = func(_ context.Context, lists [][]routing.Candidate, _ bool) []webhook.Choice {
+				out := make([]webhook.Choice, len(lists))
+				for l, cands := range lists {
+					out[l] = webhook.Choice{Index: len(cands) - 1, Digest: digest}
+				}
+				return out
+			}
+			c := metrics.DigestPins.WithLabelValues("no-digest")
+			before := testutil.ToFloat64(c)
+			got := admit(t, m, pod(corev1.Container{Name: "c", Image: "quay.io/acme/foo:v1"}))
+			if got.Spec.Containers[0].Image != "quay.io/acme/foo:v1" {
+				t.Errorf("image %q, want the original kept", got.Spec.Containers[0].Image)
+			}
+			if want := `{"c":"NoAlternatives"}`; got.Annotations[v1alpha1.AnnotationReason] != want {
+				t.Errorf("reason %q, want %q", got.Annotations[v1alpha1.AnnotationReason], want)
+			}
+			if n := testutil.ToFloat64(c) - before; n != 1 {
+				t.Errorf("no-digest counted %v times, want 1", n)
+			}
+		})
 	}
 }

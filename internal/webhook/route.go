@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
-	"github.com/google/go-containerregistry/pkg/name"
+	distref "github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -291,21 +292,23 @@ func decide(d *Decision, cands []routing.Candidate, c Choice) {
 	}
 }
 
-// pin is reference's repository at digest, which must be a valid digest: a reference already
-// carrying a digest keeps it only if it is the same one (the probe asked for it by digest).
+// pin is reference's repository at digest, which must be a valid sha256 digest: a reference
+// already carrying a digest keeps it only if it is the same one (the probe asked for it by
+// digest). The repository is spelled as kuik normalizes it (docker.io/…, never
+// index.docker.io/…), so the pinned image names the candidate's repository as written.
 func pin(reference, digest string) (string, bool) {
-	ref, err := name.ParseReference(reference, name.WeakValidation)
+	named, err := distref.ParseNormalizedNamed(reference)
+	if err != nil || !strings.HasPrefix(digest, "sha256:") {
+		return "", false
+	}
+	pinned, err := distref.ParseNormalizedNamed(distref.TrimNamed(named).String() + "@" + digest)
 	if err != nil {
 		return "", false
 	}
-	d, err := name.NewDigest(ref.Context().Name()+"@"+digest, name.WeakValidation)
-	if err != nil {
+	if had, ok := named.(distref.Digested); ok && had.Digest().String() != digest {
 		return "", false
 	}
-	if had, ok := ref.(name.Digest); ok && had.DigestStr() != d.DigestStr() {
-		return "", false
-	}
-	return d.Name(), true
+	return pinned.String(), true
 }
 
 // dryRunOf is the dry-run record of a container: what it would get (would, decided on the
