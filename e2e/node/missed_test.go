@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -252,4 +253,59 @@ func TestDeploymentAdmittedWhileTheWebhookIsDownRunsOnlyWithRecreateStuckPods(t 
 	checkRouted(t, fresh, upstream+":v1", image, "ImageAlternative/"+app, string(v1alpha1.RewritePolicyOnFailure), "kuik-inject-imagealternative-"+app)
 	w.waitRunning(t, ns, fresh.Name, fresh.CreationTimestamp.Time)
 	t.Logf("recreated pod %s routed and Running %.1fs after the opt-in", fresh.Name, time.Since(optIn).Seconds())
+}
+
+// The chart's kuik-pod-deletes policy is in force on the node: the syncer's own identity may
+// delete a pod only when a controller owns it and the kubelet reports a container waiting in
+// ErrImagePull or ImagePullBackOff; a Running pod of the same kind is refused, whatever RBAC
+// grants. (The cases of ownership are internal/syncer/integration's TestPodDeletesAreBoundedByThePolicy.)
+func TestPodDeletesAreBoundedByThePolicyOnTheNode(t *testing.T) {
+	w := env(t)
+	ns := w.namespace(t, nil)
+	image := w.n.PushGuest(t, w.registry, "acme/deletes:v1")
+	if _, err := w.cs.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "pull"},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: dockerConfig(w.registry.Host)},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := w.cs.AppsV1().Deployments(w.kuik.Namespace).Get(t.Context(), w.kuik.Syncer, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncerCS, err := kubernetes.NewForConfig(w.n.ConfigAsServiceAccount(w.kuik.Namespace, d.Spec.Template.Spec.ServiceAccountName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deploy := func(app, image string) *corev1.Pod {
+		labels := map[string]string{"app": app}
+		spec := pod("", image).Spec
+		spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
+		if _, err := w.cs.AppsV1().Deployments(ns).Create(t.Context(), &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: app},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To[int32](1),
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
+			},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return w.deploymentPod(t, ns, app)
+	}
+	running := deploy("running", image)
+	w.waitRunning(t, ns, running.Name, running.CreationTimestamp.Time)
+	stuck := deploy("stuck", w.down+"/acme/deletes:v1")
+	w.waitPullRefused(t, ns, stuck.Name)
+
+	dryRun := metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}
+	err = syncerCS.CoreV1().Pods(ns).Delete(t.Context(), running.Name, dryRun)
+	want := "ValidatingAdmissionPolicy 'kuik-pod-deletes' with binding 'kuik-pod-deletes' denied request: the kuik secret-syncer may only delete pods with a container waiting in ErrImagePull or ImagePullBackOff"
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Errorf("the syncer deleting the Running pod %s: %v, want Forbidden with %q", running.Name, err, want)
+	}
+	if err := syncerCS.CoreV1().Pods(ns).Delete(t.Context(), stuck.Name, dryRun); err != nil {
+		t.Errorf("the syncer deleting the stuck pod %s a ReplicaSet owns: %v, want allowed", stuck.Name, err)
+	}
 }
