@@ -332,24 +332,35 @@ type Accept func(l, i int, r Result) bool
 // starts no probe, so a warm rollout costs no goroutine. However many lists, the wait is one
 // probe timeout at most.
 func (p *Prober) Resolve(ctx context.Context, lists [][]Target, accept Accept) []int {
-	out, _ := p.ResolveDigests(ctx, lists, accept)
+	choices := p.ResolveChoices(ctx, lists, accept)
+	out := make([]int, len(choices))
+	for l, c := range choices {
+		out[l] = c.Index
+	}
 	return out
 }
 
-// ResolveDigests is Resolve, and for each list the manifest digest the registry answered for
-// the chosen target ("" for none, or when it was accepted without being Available). The
-// digest is the one of the very answer that chose the target, so a tag that moves meanwhile
-// cannot pair one answer's choice with another's digest.
-func (p *Prober) ResolveDigests(ctx context.Context, lists [][]Target, accept Accept) ([]int, []string) {
+// Choice is what [Prober.ResolveChoices] found for one list.
+type Choice struct {
+	// Index is the chosen target's, -1 for none.
+	Index int
+	// Digest is the manifest digest the registry answered for it ("" for none, or when it was
+	// accepted without being Available).
+	Digest string
+}
+
+// ResolveChoices is Resolve, with the manifest digest of each chosen target: the digest of
+// the very answer that chose it, so a tag that moves meanwhile cannot pair one answer's choice
+// with another's digest.
+func (p *Prober) ResolveChoices(ctx context.Context, lists [][]Target, accept Accept) []Choice {
 	if accept == nil {
 		accept = func(_, _ int, r Result) bool { return r == Available }
 	}
-	out := make([]int, len(lists))
-	digests := make([]string, len(lists))
+	out := make([]Choice, len(lists))
 	keys := make([][]string, len(lists))
 	pending := false
 	for l, targets := range lists {
-		out[l] = -1
+		out[l].Index = -1
 		keys[l] = make([]string, len(targets))
 		resolved := false
 		for i, t := range targets {
@@ -359,18 +370,17 @@ func (p *Prober) ResolveDigests(ctx context.Context, lists [][]Target, accept Ac
 			}
 			c, ok := p.lookup(keys[l][i])
 			if !ok {
-				pending, out[l] = true, -2 // to be probed
+				pending, out[l].Index = true, -2 // to be probed
 				resolved = true
 				continue
 			}
 			if accept(l, i, c.result) {
-				out[l], resolved = i, true
-				digests[l] = c.digest
+				out[l], resolved = Choice{Index: i, Digest: c.digest}, true
 			}
 		}
 	}
 	if !pending {
-		return out, digests
+		return out
 	}
 	type slot struct {
 		a answer
@@ -378,7 +388,7 @@ func (p *Prober) ResolveDigests(ctx context.Context, lists [][]Target, accept Ac
 	}
 	slots := map[string]slot{}
 	for l, targets := range lists {
-		if out[l] != -2 {
+		if out[l].Index != -2 {
 			continue
 		}
 		for i, t := range targets {
@@ -389,10 +399,10 @@ func (p *Prober) ResolveDigests(ctx context.Context, lists [][]Target, accept Ac
 		}
 	}
 	for l := range lists {
-		if out[l] != -2 {
+		if out[l].Index != -2 {
 			continue
 		}
-		out[l] = -1
+		out[l].Index = -1
 		for i := range lists[l] {
 			s := slots[keys[l][i]]
 			r, digest := wait(ctx, s.a, s.f)
@@ -402,12 +412,12 @@ func (p *Prober) ResolveDigests(ctx context.Context, lists [][]Target, accept Ac
 				break
 			}
 			if accept(l, i, r) {
-				out[l], digests[l] = i, digest
+				out[l] = Choice{Index: i, Digest: digest}
 				break
 			}
 		}
 	}
-	return out, digests
+	return out
 }
 
 // First probes every target concurrently and returns the index of the first available one in

@@ -78,12 +78,7 @@ func (c *ProbeChooser) Choose(ctx context.Context, lists [][]routing.Candidate, 
 			return r == probe.InvalidAuth && cand.Source.IsOriginal() && (ownPullSecrets || c.nodePulls(cand.Reference))
 		}
 	}
-	chosen, digests := c.Prober.ResolveDigests(ctx, targets, accept)
-	out := make([]Choice, len(chosen))
-	for l := range chosen {
-		out[l] = Choice{Index: chosen[l], Digest: digests[l]}
-	}
-	return out
+	return c.Prober.ResolveChoices(ctx, targets, accept)
 }
 
 func (c *ProbeChooser) nodeHasProviders() bool {

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/enix/kuik/internal/probe"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -23,11 +24,9 @@ import (
 type Chooser func(ctx context.Context, lists [][]routing.Candidate, ownPullSecrets bool) []Choice
 
 // Choice is a Chooser's answer for one list: the index of the chosen candidate (-1 for none)
-// and the manifest digest its probe saw ("" when unknown).
-type Choice struct {
-	Index  int
-	Digest string
-}
+// and the manifest digest its probe saw ("" when unknown). It is the prober's own, so that
+// ProbeChooser hands it on without a copy.
+type Choice = probe.Choice
 
 // Decision is what Route did to one container.
 type Decision struct {
@@ -184,7 +183,9 @@ func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 		}
 		todo = append(todo, c)
 		lists = append(lists, cands)
-		dryLists = append(dryLists, dryCands)
+		if dry != nil {
+			dryLists = append(dryLists, dryCands)
+		}
 	}
 	var chosen []Choice
 	if len(lists) > 0 {
@@ -229,6 +230,9 @@ func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 			b, err := json.Marshal(d.DryRun)
 			if err != nil {
 				return decisions, fmt.Errorf("encoding %s: %w", v1alpha1.AnnotationDryRun, err)
+			}
+			if rec.dryRun == nil {
+				rec.dryRun = map[string]json.RawMessage{}
 			}
 			rec.dryRun[d.Container] = b
 		}
@@ -473,15 +477,16 @@ func hasPullSecret(pod *corev1.Pod, name string) bool {
 	return slices.ContainsFunc(pod.Spec.ImagePullSecrets, func(r corev1.LocalObjectReference) bool { return r.Name == name })
 }
 
-// readRawMap decodes kuik.enix.io/dry-run the way readMap decodes the others.
+// readRawMap decodes kuik.enix.io/dry-run the way readMap decodes the others, nil when absent
+// (most pods: no allocation).
 func readRawMap(annotations map[string]string, key string) map[string]json.RawMessage {
-	m := map[string]json.RawMessage{}
 	v, ok := annotations[key]
 	if !ok || v == "" {
-		return m
+		return nil
 	}
-	if err := json.Unmarshal([]byte(v), &m); err != nil || m == nil {
-		return map[string]json.RawMessage{}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(v), &m); err != nil {
+		return nil
 	}
 	return m
 }
