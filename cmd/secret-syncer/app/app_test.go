@@ -106,6 +106,10 @@ func TestFlags(t *testing.T) {
 		RenewDeadline:          time.Minute,
 		RetryPeriod:            5 * time.Second,
 	}}
+	want.Missed = MissedPullFlags{Enabled: true, Options: missedpulls.Options{
+		StuckPodAge: missedpulls.DefaultStuckPodAge, RecreateRate: missedpulls.DefaultRecreateRate, RecreateBurst: missedpulls.DefaultRecreateBurst,
+	}}
+	want.MissedPulls = &want.Missed.Options
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)
 	}
