@@ -341,3 +341,31 @@ func (c *Candidate) explains(cur *imageRef) bool {
 	name, ok := strings.CutPrefix(c.Reference, cur.name)
 	return ok && (name == "" || name[0] == ':' || name[0] == '@')
 }
+
+// DryRunSource names a resource with spec.dryRun that applies to image for this pod, for a
+// list it changes without a candidate of its own (it retires the original or lends it its
+// credential, its other candidates already offered): the first ImageAlternative in list
+// order, else the first ImageMirror; false when none applies. Only an index from
+// [Index.WithDryRun] holds such resources.
+func (ix *Index) DryRunSource(image string, podLabels, namespaceLabels labels.Set) (Source, bool) {
+	if ix == nil || !ix.trial {
+		return Source{}, false
+	}
+	img, err := ix.parse(image)
+	if err != nil {
+		return Source{}, false
+	}
+	var hitBuf [8]alternativeHit
+	for _, h := range ix.matchAlternatives(&img, hitBuf[:0], podLabels, namespaceLabels) {
+		if h.res.dryRun {
+			return Source{Kind: KindImageAlternative, Name: h.res.name}, true
+		}
+	}
+	var mirrorBuf [8]*mirrorResource
+	for _, m := range ix.matchMirrors(&img, mirrorBuf[:0], podLabels, namespaceLabels) {
+		if m.dryRun {
+			return Source{Kind: KindImageMirror, Name: m.name}, true
+		}
+	}
+	return Source{}, false
+}

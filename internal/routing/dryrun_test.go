@@ -65,3 +65,35 @@ func TestDryRunResourcesOnlyInWithDryRun(t *testing.T) {
 		t.Error("WithDryRun is not nil without a dry-run resource")
 	}
 }
+
+// DryRunSource names a dry-run resource that applies to the image: alternatives first, in
+// list order, then mirrors; nothing from the enforcing index.
+func TestDryRunSourceNamesAnApplyingDryRunResource(t *testing.T) {
+	enforcing := testutil.NewImageAlternative("a-enforcing").Policy(v1alpha1.RewritePolicyOnFailure).
+		Repository("quay.io/acme/foo").Repository("registry.local/acme/foo").Build()
+	retire := testutil.NewImageAlternative("c-retire").Policy(v1alpha1.RewritePolicyOnFailure).DryRun().
+		Repository("quay.io/acme/foo").Repository("registry.local/acme/foo").Build()
+	retire.Spec.Alternatives[0].Unavailable = true
+	always := testutil.NewImageAlternative("d-always").Policy(v1alpha1.RewritePolicyAlways).DryRun().
+		Repository("quay.io/acme/foo").Repository("registry.local/d/foo").Build()
+	mirror := testutil.NewImageMirror("hub", "mirror.local/").Policy(v1alpha1.RewritePolicyAlways).DryRun().Build()
+	ix, errs := routing.NewIndex([]v1alpha1.ImageAlternative{enforcing, retire, always}, []v1alpha1.ImageMirror{mirror})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if _, ok := ix.DryRunSource("quay.io/acme/foo:v1", nil, nil); ok {
+		t.Error("the enforcing index names a dry-run resource")
+	}
+	for image, want := range map[string]routing.Source{
+		// The Always band comes first in list order.
+		"quay.io/acme/foo:v1": {Kind: routing.KindImageAlternative, Name: "d-always"},
+		"quay.io/other/bar:1": {Kind: routing.KindImageMirror, Name: "hub"},
+	} {
+		if got, ok := ix.WithDryRun().DryRunSource(image, nil, nil); !ok || got != want {
+			t.Errorf("DryRunSource(%s) = %v, %v; want %v", image, got, ok, want)
+		}
+	}
+	if _, ok := ix.WithDryRun().DryRunSource("mirror.local/x/y:1", nil, nil); ok {
+		t.Error("DryRunSource names a resource for an image none covers")
+	}
+}

@@ -146,3 +146,29 @@ func TestPinDigestWithoutADigestLeavesTheContainer(t *testing.T) {
 		})
 	}
 }
+
+// A dry-run resource that changes the decision without a candidate of its own (it retires the
+// original, whose alternative an enforcing resource already offers) is the one the record and
+// the metric name, not nobody.
+func TestADryRunWithoutACandidateOfItsOwnIsNamed(t *testing.T) {
+	enforcing := alternative("a-enforcing", v1alpha1.RewritePolicyOnFailure,
+		v1alpha1.Alternative{Repository: "quay.io/acme/foo"},
+		v1alpha1.Alternative{Repository: "registry.local/acme/foo"})
+	retire := dryRun(alternative("z-retire", v1alpha1.RewritePolicyOnFailure,
+		v1alpha1.Alternative{Repository: "quay.io/acme/foo", Unavailable: true},
+		v1alpha1.Alternative{Repository: "registry.local/acme/foo"}))
+	m := mutator(t, &availability{available: set("quay.io/acme/foo:v1", "registry.local/acme/foo:v1")}, []v1alpha1.ImageAlternative{enforcing, retire}, nil)
+	c := metrics.DryRunDecisions.WithLabelValues("ImageAlternative", "z-retire", "OnFailure")
+	before := testutil.ToFloat64(c)
+	got := admit(t, m, pod(corev1.Container{Name: "c", Image: "quay.io/acme/foo:v1"}))
+	if got.Spec.Containers[0].Image != "quay.io/acme/foo:v1" {
+		t.Errorf("image %q: the dry run changed the enforcing decision", got.Spec.Containers[0].Image)
+	}
+	// It would run the enforcing resource's candidate, because of the dry-run resource.
+	if want := `{"c":{"image":"registry.local/acme/foo:v1","by":"ImageAlternative/a-enforcing","reason":"OnFailure"}}`; got.Annotations[v1alpha1.AnnotationDryRun] != want {
+		t.Errorf("%s %s, want %s", v1alpha1.AnnotationDryRun, got.Annotations[v1alpha1.AnnotationDryRun], want)
+	}
+	if n := testutil.ToFloat64(c) - before; n != 1 {
+		t.Errorf("counted %v times under the dry-run resource, want 1", n)
+	}
+}

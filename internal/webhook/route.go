@@ -216,6 +216,16 @@ func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 			would := Decision{Original: *c.image, Image: *c.image}
 			decide(&would, dryLists[k], chosen[len(lists)+k])
 			d.DryRun = dryRunOf(&d, &would, dryLists[k])
+			if d.DryRun != nil && d.DryRun.resource == (routing.Source{}) {
+				// No candidate of a dry-run resource in the list: one retired the original
+				// or lent it a credential.
+				if src, ok := dry.DryRunSource(d.Original, podLabels, namespaceLabels); ok {
+					d.DryRun.resource = src
+					if would.Source.IsOriginal() {
+						d.DryRun.By = src.String()
+					}
+				}
+			}
 		}
 		*c.image = d.Image
 		decisions = append(decisions, d)
