@@ -116,7 +116,7 @@ resources.`,
 	f.StringVar(&o.ClusterResourceNamespace, "cluster-resource-namespace", envOr("POD_NAMESPACE", DefaultNamespace), "Namespace holding the Secrets that routing resources reference (default: $POD_NAMESPACE, else kuik-system).")
 	f.DurationVar(&o.ProbeTimeout, "probe-timeout", probe.DefaultTimeout, "Timeout of one registry probe; the worst case of an admission, whatever its number of containers.")
 	f.DurationVar(&o.CacheTTL, "cache-ttl", probe.DefaultTTL, "How long a probe result is reused.")
-	f.IntVar(&o.MaxProbesInFlight, "max-probes-in-flight", probe.DefaultMaxInFlight, "Most registry probes running at once; a probe beyond it is not sent, and its container is left as it is.")
+	f.IntVar(&o.MaxProbesInFlight, "max-probes-in-flight", probe.DefaultMaxInFlight, "Most registry probes running at once; a probe beyond it is not sent, and its container is left as it is. Dry-run probes have a bound of their own of the same size.")
 	f.IntVar(&o.MaxConnsPerRegistry, "max-conns-per-registry", probe.DefaultMaxConnsPerHost, "Most connections to one registry (per scheme).")
 	f.StringVar(&o.CertDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding tls.crt and tls.key for the webhook server.")
 	f.StringVar(&o.Host, "webhook-bind-address", "", "Address the webhook server binds to (empty: all interfaces).")
