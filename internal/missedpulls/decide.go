@@ -97,11 +97,18 @@ func sameImage(status, spec string) bool {
 }
 
 // Controlled reports whether a controller owns the pod (an ownerReference with controller:
-// true), the only pods that come back when deleted.
+// true), the only pods that come back when deleted. A mirror pod (annotation
+// kubernetes.io/config.mirror, its Node as controller) does not count: the kubelet recreates
+// it from its static manifest, which the webhook never changes, so deleting it routes nothing
+// and it would be deleted again every stuck age; nor does any pod whose controller is a Node,
+// which recreates no pod.
 func Controlled(pod *corev1.Pod) bool {
+	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return false
+	}
 	for _, r := range pod.OwnerReferences {
 		if r.Controller != nil && *r.Controller {
-			return true
+			return r.APIVersion != "v1" || r.Kind != "Node"
 		}
 	}
 	return false

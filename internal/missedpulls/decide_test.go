@@ -106,6 +106,7 @@ func TestControlled(t *testing.T) {
 		"a ReplicaSet controls it": {[]metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-1", Controller: ptr.To(true)}}, true},
 		"owned, not controlled":    {[]metav1.OwnerReference{{Kind: "ConfigMap", Name: "x"}, {Kind: "ReplicaSet", Name: "web-1", Controller: ptr.To(false)}}, false},
 		"no owner":                 {nil, false},
+		"a Node controls it":       {[]metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "node-1", Controller: ptr.To(true)}}, false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -1,0 +1,93 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/enix/kuik/internal/testutil"
+
+	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
+)
+
+// A mirror pod (the API server's copy of a kubelet's static pod: annotation
+// kubernetes.io/config.mirror, its Node as controller) is never deleted: the kubelet recreates
+// it from the same manifest, which no webhook changes, so every delete would be followed by
+// another, every stuck age, for ever. Nor is a pod whose controller is a Node without the
+// annotation: nothing recreates it. A pod a ReplicaSet owns, failing the same way, is deleted:
+// the control.
+func TestStuckMirrorPodIsNotDeleted(t *testing.T) {
+	e := harness(t)
+	grantRecreate(t, e)
+	live := testutil.NewRegistry(t, "", "")
+	n := name(t)
+	image, _ := routedApp(t, e, n, live, func(b *testutil.ImageAlternativeBuilder) { b.RecreateStuckPods() })
+	ns := createNamespace(t, e, nil)
+	node, err := e.cs.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.cs.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
+	nodeOwner := &metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID, Controller: ptr.To(true)}
+	opts := syncerConfig()
+	opts.MissedPulls = missedPullOptions(true, time.Second)
+	startSyncer(t, opts)
+
+	mirror := stuckPodWith(t, e, ns, "static-web-"+n, image, nodeOwner, node.Name, map[string]string{corev1.MirrorPodAnnotationKey: "0123abcd"})
+	pullFailed(t, e, mirror, image)
+	nodeOwned := stuckPod(t, e, ns, "node-owned", image, nodeOwner, true)
+	pullFailed(t, e, nodeOwned, image)
+	control := stuckPod(t, e, ns, "control", image, replicaSet(t, e, ns, "control"), true)
+	pullFailed(t, e, control, image)
+
+	waitEvent(t, e, "Pod", ns, mirror.Name, v1alpha1.EventImagePullMissedRouting)
+	waitEvent(t, e, "Pod", ns, nodeOwned.Name, v1alpha1.EventImagePullMissedRouting)
+	eventually(t, "the ReplicaSet's pod deleted", func(ctx context.Context) error {
+		if _, err := e.cs.CoreV1().Pods(ns).Get(ctx, "control", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there: %v", err)
+		}
+		return nil
+	})
+	// Failing for three stuck ages, reported again.
+	time.Sleep(3 * time.Second)
+	pullFailed(t, e, mirror, image)
+	pullFailed(t, e, nodeOwned, image)
+	time.Sleep(2 * time.Second)
+	for _, p := range []*corev1.Pod{mirror, nodeOwned} {
+		got, err := e.cs.CoreV1().Pods(ns).Get(t.Context(), p.Name, metav1.GetOptions{})
+		if err != nil || got.UID != p.UID || got.DeletionTimestamp != nil {
+			t.Errorf("pod %s: %v (deleting %v), want it untouched", p.Name, err, got != nil && got.DeletionTimestamp != nil)
+		}
+	}
+}
+
+// stuckPodWith is stuckPod (failing) bound to nodeName, with annotations.
+func stuckPodWith(t *testing.T, e env, ns, name, image string, owner *metav1.OwnerReference, nodeName string, annotations map[string]string) *corev1.Pod {
+	t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": name}, Annotations: annotations},
+		Spec:       corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "app", Image: image}}},
+	}
+	if owner != nil {
+		p.OwnerReferences = []metav1.OwnerReference{*owner}
+	}
+	created, err := e.cs.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status.Phase = corev1.PodPending
+	created.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Image: image, State: corev1.ContainerState{
+		Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "connection refused"},
+	}}}
+	updated, err := e.cs.CoreV1().Pods(ns).UpdateStatus(t.Context(), created, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return updated
+}
