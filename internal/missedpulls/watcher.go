@@ -50,6 +50,8 @@ const (
 	maxEmitted = 10000
 	workers    = 2
 	maxNote    = 1024
+	// maxHeldWait bounds the wait of a pod the rate limit holds back.
+	maxHeldWait = time.Hour
 )
 
 // Options configure a [Watcher].
@@ -116,6 +118,10 @@ type Watcher struct {
 	since *lru.Cache
 	// emitted holds the (pod UID, container, candidate) already reported.
 	emitted *lru.Cache
+	// held are the pods the rate limit holds back, each looked at again after its turn: as
+	// many token intervals as pods are held, so that a thousand held pods cost about one check
+	// per token, not a thousand.
+	held map[types.NamespacedName]struct{}
 }
 
 // New builds a Watcher reading routing resources, Namespaces and the cluster resource
@@ -138,6 +144,7 @@ func New(opts Options, c cache.Cache, core corev1client.CoreV1Interface, recorde
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "secret-syncer-missed-pulls"}),
 		since:   lru.New(maxTracked),
 		emitted: lru.New(maxEmitted),
+		held:    map[types.NamespacedName]struct{}{},
 	}
 	for _, ns := range opts.ExcludedNamespaces {
 		w.excluded[ns] = true
@@ -269,6 +276,7 @@ type hit struct {
 
 // sync checks one pod; it returns when to look at it again (0: when an event says so).
 func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) (time.Duration, error) {
+	w.release(key)
 	pod, err := w.core.Pods(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return 0, nil
@@ -457,7 +465,9 @@ func (w *Watcher) recreate(ctx context.Context, pod *corev1.Pod, failing map[str
 	log := logr.FromContextOrDiscard(ctx)
 	if !w.limiter.AllowN(now, 1) {
 		metrics.StuckPodsRecreated.WithLabelValues("rate-limited").Inc()
-		wait := time.Duration(float64(time.Second) / w.opts.RecreateRate)
+		// Its turn: one token interval per pod held back, itself included.
+		held := w.hold(types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
+		wait := time.Duration(min(float64(held)/w.opts.RecreateRate, maxHeldWait.Seconds()) * float64(time.Second))
 		return max(wait, time.Second), nil
 	}
 	fresh, err := w.core.Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
@@ -519,6 +529,21 @@ func (w *Watcher) sinceOr(uid types.UID, now time.Time) time.Time {
 		return v.(time.Time)
 	}
 	return now
+}
+
+// hold records a pod the rate limit held back and returns how many are.
+func (w *Watcher) hold(key types.NamespacedName) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.held[key] = struct{}{}
+	return len(w.held)
+}
+
+// release drops a pod from the held ones: it is being looked at again.
+func (w *Watcher) release(key types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.held, key)
 }
 
 func (w *Watcher) forget(uid types.UID) {
