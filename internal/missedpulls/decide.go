@@ -114,6 +114,16 @@ func Controlled(pod *corev1.Pod) bool {
 	return false
 }
 
+// controllerUID is the UID of the pod's controller ("" for none).
+func controllerUID(pod *corev1.Pod) types.UID {
+	for _, r := range pod.OwnerReferences {
+		if r.Controller != nil && *r.Controller {
+			return r.UID
+		}
+	}
+	return ""
+}
+
 // Skipped reports whether the webhook never sees the pod: opted out with kuik.enix.io/skip, or
 // in a namespace the webhook configuration excludes.
 func Skipped(pod *corev1.Pod, excluded map[string]bool) bool {

@@ -52,6 +52,10 @@ const (
 	maxNote    = 1024
 	// maxHeldWait bounds the wait of a pod the rate limit holds back.
 	maxHeldWait = time.Hour
+	// maxRepeats bounds the doubling of the stuck age for a controller whose pods come back
+	// stuck (StuckPodAge << maxRepeats at most); repeatWindow is how long a delete counts.
+	maxRepeats   = 5
+	repeatWindow = time.Hour
 )
 
 // Options configure a [Watcher].
@@ -122,6 +126,17 @@ type Watcher struct {
 	// many token intervals as pods are held, so that a thousand held pods cost about one check
 	// per token, not a thousand.
 	held map[types.NamespacedName]struct{}
+	// repeats counts, by controller UID, the pods deleted lately (a repeat): a pod deleted
+	// whose replacement comes back stuck on the same routable image was recreated without the
+	// webhook (still down or timing out), and deleting it again every stuck age is churn, and
+	// burns a Job's backoffLimit. Each repeat doubles the stuck age for that controller.
+	repeats *lru.Cache
+}
+
+// repeat is a controller's recent deletes.
+type repeat struct {
+	n    int
+	last time.Time
 }
 
 // New builds a Watcher reading routing resources, Namespaces and the cluster resource
@@ -145,6 +160,7 @@ func New(opts Options, c cache.Cache, core corev1client.CoreV1Interface, recorde
 		since:   lru.New(maxTracked),
 		emitted: lru.New(maxEmitted),
 		held:    map[types.NamespacedName]struct{}{},
+		repeats: lru.New(maxTracked),
 	}
 	for _, ns := range opts.ExcludedNamespaces {
 		w.excluded[ns] = true
@@ -313,8 +329,8 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) (time.Dura
 		// Looked at again while it fails: its resource may opt in later.
 		return w.opts.StuckPodAge, nil
 	}
-	if age := now.Sub(since); age < w.opts.StuckPodAge {
-		return w.opts.StuckPodAge - age, nil
+	if need, age := w.stuckAge(pod, now), now.Sub(since); age < need {
+		return need - age, nil
 	}
 	return w.recreate(ctx, pod, failing, hits, recreate, now)
 }
@@ -447,7 +463,7 @@ func (w *Watcher) report(pod *corev1.Pod, h *hit) {
 	case h.recreate && !Controlled(pod):
 		extra = "; recreateStuckPods is set but no controller owns the pod, so it is not deleted"
 	case h.recreate:
-		extra = fmt.Sprintf("; recreateStuckPods: the pod is deleted for its controller to recreate it once failing for %s", w.opts.StuckPodAge)
+		extra = fmt.Sprintf("; recreateStuckPods: the pod is deleted for its controller to recreate it once failing for %s", w.stuckAge(pod, w.opts.Clock.Now()))
 	}
 	w.recorder.Event(pod, corev1.EventTypeWarning, v1alpha1.EventImagePullMissedRouting, clip(fmt.Sprintf(
 		"container %q fails to pull %q, which %s routes to %q, available now (the pod was admitted without kuik's webhook)%s",
@@ -499,6 +515,7 @@ func (w *Watcher) recreate(ctx context.Context, pod *corev1.Pod, failing map[str
 		return 0, fmt.Errorf("deleting pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	metrics.StuckPodsRecreated.WithLabelValues("deleted").Inc()
+	w.deleted(fresh, now)
 	failingFor := now.Sub(w.sinceOr(pod.UID, now)).Round(time.Second)
 	w.forget(pod.UID)
 	log.Info("deleted a pod stuck pulling an image kuik routes, for its controller to recreate it",
@@ -529,6 +546,37 @@ func (w *Watcher) sinceOr(uid types.UID, now time.Time) time.Time {
 		return v.(time.Time)
 	}
 	return now
+}
+
+// stuckAge is how long the pod must have been failing before it is deleted: StuckPodAge,
+// doubled for each pod of its controller deleted within repeatWindow of the last one.
+func (w *Watcher) stuckAge(pod *corev1.Pod, now time.Time) time.Duration {
+	uid := controllerUID(pod)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	v, ok := w.repeats.Get(string(uid))
+	if !ok {
+		return w.opts.StuckPodAge
+	}
+	r := v.(repeat)
+	if now.Sub(r.last) > repeatWindow {
+		return w.opts.StuckPodAge
+	}
+	return w.opts.StuckPodAge << min(r.n, maxRepeats)
+}
+
+// deleted counts a delete of a pod of its controller.
+func (w *Watcher) deleted(pod *corev1.Pod, now time.Time) {
+	uid := controllerUID(pod)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r := repeat{}
+	if v, ok := w.repeats.Get(string(uid)); ok && now.Sub(v.(repeat).last) <= repeatWindow {
+		r = v.(repeat)
+	}
+	r.n++
+	r.last = now
+	w.repeats.Add(string(uid), r)
 }
 
 // hold records a pod the rate limit held back and returns how many are.

@@ -133,3 +133,47 @@ func TestStuckPodsHeldBackByTheRateLimitWaitTheirTurn(t *testing.T) {
 		t.Errorf("%v rate-limited checks for %d pods deleted one a second, want at most %d: held pods are looked at again before their turn", got, pods, 3*pods)
 	}
 }
+
+// A long webhook outage: a stuck pod is deleted, its controller recreates it, the webhook is
+// still down so the replacement fails on the same image. Deleting it again after one stuck age,
+// and its replacement after another, for the whole outage, is churn that routes nothing and
+// burns a Job's backoffLimit: each pod of the same controller deleted within the hour doubles
+// the stuck age. With a stuck age of 2s, the replacement is still there 3s after it was first
+// reported, and deleted later (after 4s).
+func TestStuckPodsOfAControllerDeletedAgainBackOff(t *testing.T) {
+	e := harness(t)
+	grantRecreate(t, e)
+	live := testutil.NewRegistry(t, "", "")
+	n := name(t)
+	image, _ := routedApp(t, e, n, live, func(b *testutil.ImageAlternativeBuilder) { b.RecreateStuckPods() })
+	ns := createNamespace(t, e, nil)
+	opts := syncerConfig()
+	opts.MissedPulls = &missedpulls.Options{AllowDelete: true, StuckPodAge: 2 * time.Second, RecreateRate: 100, RecreateBurst: 100}
+	startSyncer(t, opts)
+
+	owner := replicaSet(t, e, ns, "web")
+	gone := func(name string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			if _, err := e.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("pod %s still there: %w", name, err)
+			}
+			return nil
+		}
+	}
+	first := stuckPod(t, e, ns, "web-1", image, owner, true)
+	pullFailed(t, e, first, image)
+	eventually(t, "the first pod deleted", gone("web-1"))
+
+	// Its replacement, created while the webhook is still down: the same image fails again.
+	second := stuckPod(t, e, ns, "web-2", image, owner, true)
+	pullFailed(t, e, second, image)
+	waitEvent(t, e, "Pod", ns, "web-2", v1alpha1.EventImagePullMissedRouting)
+	time.Sleep(3 * time.Second)
+	p, err := e.cs.CoreV1().Pods(ns).Get(t.Context(), "web-2", metav1.GetOptions{})
+	if err != nil || p.UID != second.UID || p.DeletionTimestamp != nil {
+		t.Fatalf("the replacement 3s after it was reported: %v, want it there (its controller's stuck age is doubled)", err)
+	}
+	eventually(t, "the replacement deleted after the doubled stuck age", gone("web-2"))
+	// The report names the stuck age that applies.
+	waitEvent(t, e, "Pod", ns, "web-2", v1alpha1.EventImagePullMissedRouting, "once failing for 4s")
+}
