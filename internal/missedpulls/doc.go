@@ -29,9 +29,10 @@
 //     to delete pods (--recreate-stuck-pods), a controller owns the pod (an ownerReference with
 //     controller: true, not a Node: a mirror pod comes back unchanged), it has been failing for
 //     --stuck-pod-age since the syncer's own first verified observation (never an event's
-//     timestamps, which are forgeable; the age doubles, up to 32 times, for each pod of the same
-//     controller deleted within the hour: a replacement stuck again was recreated without the
-//     webhook, still down, and deleting it again would only churn), and the global
+//     timestamps, which are forgeable; the age doubles, up to 32 times, for each generation of
+//     the controller's pods deleted within the hour: a pod created after one of its siblings
+//     was deleted, stuck again, was recreated without the webhook, still down, and deleting it
+//     again would only churn), and the global
 //     rate limit allows, the pod is read again, verified again, and deleted with preconditions
 //     on its UID and resourceVersion; a StuckPodRecreated event goes on the resource. A pod no
 //     controller owns is never deleted: nothing would bring it back.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,18 +127,18 @@ type Watcher struct {
 	// many token intervals as pods are held, so that a thousand held pods cost about one check
 	// per token, not a thousand.
 	held map[types.NamespacedName]struct{}
-	// repeats counts, by controller UID, the pods deleted lately (a repeat): a pod deleted
-	// whose replacement comes back stuck on the same routable image was recreated without the
-	// webhook (still down or timing out), and deleting it again every stuck age is churn, and
-	// burns a Job's backoffLimit. Each repeat doubles the stuck age for that controller.
+	// repeats holds, by controller UID, the generations of the pods deleted lately: a pod
+	// created after the syncer deleted one of its controller's pods, and stuck again on a
+	// routable image, is a replacement recreated without the webhook (still down or timing
+	// out); deleting it again every stuck age is churn, and burns a Job's backoffLimit. Each
+	// generation doubles the stuck age; pods created before the first delete (the siblings of
+	// a Deployment's replicas) are the first generation, whatever the number deleted.
 	repeats *lru.Cache
 }
 
-// repeat is a controller's recent deletes.
-type repeat struct {
-	n    int
-	last time.Time
-}
+// generations are the deletes of a controller's pods: step i is when a pod of generation
+// i+1 was first deleted (at most maxRepeats+1 steps).
+type generations []time.Time
 
 // New builds a Watcher reading routing resources, Namespaces and the cluster resource
 // namespace's Secrets from c (the syncer's cache), pods and events through core, and emitting
@@ -549,34 +550,50 @@ func (w *Watcher) sinceOr(uid types.UID, now time.Time) time.Time {
 }
 
 // stuckAge is how long the pod must have been failing before it is deleted: StuckPodAge,
-// doubled for each pod of its controller deleted within repeatWindow of the last one.
+// doubled for each generation of its controller's pods deleted before it was created.
 func (w *Watcher) stuckAge(pod *corev1.Pod, now time.Time) time.Duration {
-	uid := controllerUID(pod)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	v, ok := w.repeats.Get(string(uid))
-	if !ok {
-		return w.opts.StuckPodAge
-	}
-	r := v.(repeat)
-	if now.Sub(r.last) > repeatWindow {
-		return w.opts.StuckPodAge
-	}
-	return w.opts.StuckPodAge << min(r.n, maxRepeats)
+	return w.opts.StuckPodAge << min(w.generationLocked(pod, now)-1, maxRepeats)
 }
 
-// deleted counts a delete of a pod of its controller.
+// generationLocked is 1 for a pod created before any delete of its controller's pods within
+// repeatWindow, 1 more than the latest generation deleted before its creation otherwise. The
+// creation time is the API server's, at the second: a delete counts from the start of its
+// second.
+func (w *Watcher) generationLocked(pod *corev1.Pod, now time.Time) int {
+	v, ok := w.repeats.Get(string(controllerUID(pod)))
+	if !ok {
+		return 1
+	}
+	created := pod.CreationTimestamp.Time
+	g := 1
+	for i, at := range v.(generations) {
+		if now.Sub(at) <= repeatWindow && !created.Before(at.Truncate(time.Second)) {
+			g = i + 2
+		}
+	}
+	return g
+}
+
+// deleted records the delete of a pod of its controller.
 func (w *Watcher) deleted(pod *corev1.Pod, now time.Time) {
-	uid := controllerUID(pod)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	r := repeat{}
-	if v, ok := w.repeats.Get(string(uid)); ok && now.Sub(v.(repeat).last) <= repeatWindow {
-		r = v.(repeat)
+	uid := string(controllerUID(pod))
+	g := w.generationLocked(pod, now)
+	var gens generations
+	if v, ok := w.repeats.Get(uid); ok {
+		gens = v.(generations)
 	}
-	r.n++
-	r.last = now
-	w.repeats.Add(string(uid), r)
+	// Steps older than the window count no more: start over from this delete.
+	if len(gens) > 0 && now.Sub(gens[len(gens)-1]) > repeatWindow {
+		gens, g = nil, 1
+	}
+	if g > len(gens) && len(gens) <= maxRepeats {
+		gens = append(slices.Clone(gens), now)
+	}
+	w.repeats.Add(uid, gens)
 }
 
 // hold records a pod the rate limit held back and returns how many are.

@@ -137,9 +137,10 @@ func TestStuckPodsHeldBackByTheRateLimitWaitTheirTurn(t *testing.T) {
 // A long webhook outage: a stuck pod is deleted, its controller recreates it, the webhook is
 // still down so the replacement fails on the same image. Deleting it again after one stuck age,
 // and its replacement after another, for the whole outage, is churn that routes nothing and
-// burns a Job's backoffLimit: each pod of the same controller deleted within the hour doubles
-// the stuck age. With a stuck age of 2s, the replacement is still there 3s after it was first
-// reported, and deleted later (after 4s).
+// burns a Job's backoffLimit: each generation of a controller's pods (a pod created after one
+// of them was deleted) doubles the stuck age. With a stuck age of 2s, the replacement is still
+// there 3s after it was first reported, and deleted later (after 4s); a sibling created before
+// the first delete (another replica) keeps the stuck age of 2s.
 func TestStuckPodsOfAControllerDeletedAgainBackOff(t *testing.T) {
 	e := harness(t)
 	grantRecreate(t, e)
@@ -161,17 +162,23 @@ func TestStuckPodsOfAControllerDeletedAgainBackOff(t *testing.T) {
 		}
 	}
 	first := stuckPod(t, e, ns, "web-1", image, owner, true)
+	sibling := stuckPod(t, e, ns, "web-sibling", image, owner, true)
+	time.Sleep(time.Second) // creation times are at the second: the replacement's is later
 	pullFailed(t, e, first, image)
 	eventually(t, "the first pod deleted", gone("web-1"))
+	// Another replica, reported only now: not a replacement, the stuck age is not doubled.
+	pullFailed(t, e, sibling, image)
+	waitEvent(t, e, "Pod", ns, "web-sibling", v1alpha1.EventImagePullMissedRouting, "once failing for 2s")
+	eventually(t, "the sibling deleted", gone("web-sibling"))
 
-	// Its replacement, created while the webhook is still down: the same image fails again.
+	// The replacement, created while the webhook is still down: the same image fails again.
 	second := stuckPod(t, e, ns, "web-2", image, owner, true)
 	pullFailed(t, e, second, image)
 	waitEvent(t, e, "Pod", ns, "web-2", v1alpha1.EventImagePullMissedRouting)
 	time.Sleep(3 * time.Second)
 	p, err := e.cs.CoreV1().Pods(ns).Get(t.Context(), "web-2", metav1.GetOptions{})
 	if err != nil || p.UID != second.UID || p.DeletionTimestamp != nil {
-		t.Fatalf("the replacement 3s after it was reported: %v, want it there (its controller's stuck age is doubled)", err)
+		t.Fatalf("the replacement 3s after it was reported: %v, want it there (a second generation: the stuck age is doubled)", err)
 	}
 	eventually(t, "the replacement deleted after the doubled stuck age", gone("web-2"))
 	// The report names the stuck age that applies.
