@@ -114,6 +114,16 @@ func Controlled(pod *corev1.Pod) bool {
 	return false
 }
 
+// Ephemeral reports whether the pod's container of that name is an ephemeral one.
+func Ephemeral(pod *corev1.Pod, name string) bool {
+	for _, c := range pod.Spec.EphemeralContainers {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // controllerUID is the UID of the pod's controller ("" for none).
 func controllerUID(pod *corev1.Pod) types.UID {
 	for _, r := range pod.OwnerReferences {

@@ -365,6 +365,9 @@ func (w *Watcher) decide(ctx context.Context, pod *corev1.Pod, failing map[strin
 		if res == nil {
 			continue // gone since the index was built
 		}
+		// An ephemeral container is no part of the pod template: the replacement would not
+		// have it, and the pod deleted would be one being debugged. Reported only.
+		recreate = recreate && !Ephemeral(pod, d.Container)
 		hits = append(hits, hit{container: d.Container, image: image, candidate: d.Image, source: d.Source, resource: res, recreate: recreate})
 	}
 	return hits, nil

@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,4 +184,57 @@ func TestStuckPodsOfAControllerDeletedAgainBackOff(t *testing.T) {
 	eventually(t, "the replacement deleted after the doubled stuck age", gone("web-2"))
 	// The report names the stuck age that applies.
 	waitEvent(t, e, "Pod", ns, "web-2", v1alpha1.EventImagePullMissedRouting, "once failing for 4s")
+}
+
+// An ephemeral container (kubectl debug) failing to pull a routable image is reported, but its
+// pod is never deleted for it: ephemeral containers are not in the pod template, so the
+// replacement would not have it, and the pod deleted is one an operator is debugging, whose
+// own containers run. The pod-deletes policy refuses such a delete too. A pod whose regular
+// container fails the same way is deleted: the control.
+func TestStuckEphemeralContainerDeletesNoPod(t *testing.T) {
+	e := harness(t)
+	grantRecreate(t, e)
+	live := testutil.NewRegistry(t, "", "")
+	n := name(t)
+	image, _ := routedApp(t, e, n, live, func(b *testutil.ImageAlternativeBuilder) { b.RecreateStuckPods() })
+	ns := createNamespace(t, e, nil)
+	opts := syncerConfig()
+	opts.MissedPulls = missedPullOptions(true, time.Second)
+	startSyncer(t, opts)
+
+	debugged := stuckPod(t, e, ns, "debugged", "registry.invalid/app:1", replicaSet(t, e, ns, "debugged"), false)
+	debugged.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", Image: image}}}
+	debugged, err := e.cs.CoreV1().Pods(ns).UpdateEphemeralContainers(t.Context(), debugged.Name, debugged, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	debugged.Status.EphemeralContainerStatuses = []corev1.ContainerStatus{{Name: "debug", Image: image, State: corev1.ContainerState{
+		Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "connection refused"},
+	}}}
+	if debugged, err = e.cs.CoreV1().Pods(ns).UpdateStatus(t.Context(), debugged, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pullFailed(t, e, debugged, image)
+	control := stuckPod(t, e, ns, "control", image, replicaSet(t, e, ns, "control"), true)
+	pullFailed(t, e, control, image)
+
+	waitEvent(t, e, "Pod", ns, "debugged", v1alpha1.EventImagePullMissedRouting, `"debug"`)
+	eventually(t, "the control pod deleted", func(ctx context.Context) error {
+		if _, err := e.cs.CoreV1().Pods(ns).Get(ctx, "control", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there: %w", err)
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second) // three stuck ages
+	pullFailed(t, e, debugged, image)
+	time.Sleep(time.Second)
+	p, err := e.cs.CoreV1().Pods(ns).Get(t.Context(), "debugged", metav1.GetOptions{})
+	if err != nil || p.UID != debugged.UID || p.DeletionTimestamp != nil {
+		t.Fatalf("the pod being debugged: %v, want it untouched", err)
+	}
+	// The policy: the syncer may not delete it either.
+	err = syncerClient(t).CoreV1().Pods(ns).Delete(t.Context(), "debugged", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+	if err == nil || !strings.Contains(err.Error(), "pod-deletes") {
+		t.Errorf("the syncer deleting a running pod whose ephemeral container fails to pull: %v, want refused by the pod-deletes policy", err)
+	}
 }
