@@ -11,11 +11,10 @@
 //   - Trigger: the kubelet's image-pull failure events, watched with server-side field
 //     selectors (reason=Failed and reason=BackOff, involvedObject.kind=Pod), never a watch of
 //     pods. The events are not kept: a store of nothing feeds a work queue keyed by pod
-//     (deduplicated, rate-limited on errors, bounded). Except while the reflector (re)lists:
-//     its list, or with client-go's WatchListClient (on by default) its temporary store,
-//     holds every matching event of the cluster at once; core/v1 events have no size limit
-//     but etcd's, so this peak is as large as the events that event authors wrote. Anyone
-//     allowed to create events in a
+//     (deduplicated, rate-limited on errors, bounded). A (re)list goes by pages of 50, each
+//     observed as it comes, and never as a watch-list: the reflector's pager or its
+//     watch-list temporary store would hold every matching event of the cluster at once, and
+//     core/v1 events have no size limit but etcd's. Anyone allowed to create events in a
 //     namespace can forge them, so an event only says "look at this pod".
 //   - Verify: the pod is read from the API server by name (never a cluster-wide pod cache); a
 //     container counts only when its status, written by the kubelet and not by the pod's author,

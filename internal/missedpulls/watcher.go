@@ -213,16 +213,15 @@ func (w *Watcher) Start(ctx context.Context) error {
 			fields.OneTermEqualSelector("reason", reason),
 			fields.OneTermEqualSelector("involvedObject.kind", "Pod"),
 		).String()
-		lw := &toolscache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				o.FieldSelector = selector
-				return w.core.Events(metav1.NamespaceAll).List(ctx, o)
+		lw := pagedListWatch{&toolscache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, _ metav1.ListOptions) (runtime.Object, error) {
+				return w.listEvents(ctx, selector)
 			},
 			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				o.FieldSelector = selector
 				return w.core.Events(metav1.NamespaceAll).Watch(ctx, o)
 			},
-		}
+		}}
 		name := "missed-pulls-" + reason
 		r := toolscache.NewReflectorWithOptions(lw, &corev1.Event{}, triggerStore{w.observe}, toolscache.ReflectorOptions{Name: name})
 		wg.Go(func() { r.RunWithContext(ctx) })
@@ -626,6 +625,42 @@ func clip(s string) string {
 	}
 	return s
 }
+
+// listPage is how many events one list request asks for: what the watcher holds at once
+// while it lists (core/v1 events have no size limit but etcd's).
+const listPage = 50
+
+// listEvents lists the matching events page by page (a consistent snapshot: resourceVersion
+// unset), observing each page as it comes, and returns an empty list at the snapshot's
+// resourceVersion for the reflector to watch from: the reflector's own pager, or its
+// watch-list temporary store, would hold every matching event of the cluster at once.
+func (w *Watcher) listEvents(ctx context.Context, selector string) (*corev1.EventList, error) {
+	o := metav1.ListOptions{FieldSelector: selector, Limit: listPage}
+	rv := ""
+	for {
+		page, err := w.core.Events(metav1.NamespaceAll).List(ctx, o)
+		if err != nil {
+			return nil, fmt.Errorf("listing events (%s): %w", selector, err)
+		}
+		if rv == "" {
+			rv = page.ResourceVersion
+		}
+		for i := range page.Items {
+			w.observe(&page.Items[i])
+		}
+		if page.Continue == "" {
+			return &corev1.EventList{ListMeta: metav1.ListMeta{ResourceVersion: rv}}, nil
+		}
+		o.Continue = page.Continue
+	}
+}
+
+// pagedListWatch tells the reflector not to use watch-list (client-go's WatchListClient): its
+// initial events would fill a temporary store of every matching event; listEvents pages.
+type pagedListWatch struct{ *toolscache.ListWatch }
+
+// IsWatchListSemanticsUnSupported implements client-go's watchlist opt-out.
+func (pagedListWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 // triggerStore is a reflector's store that keeps nothing: each object listed or watched is
 // handed to fn, so the events cost no memory beyond the one being read.

@@ -3,7 +3,11 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -236,5 +240,70 @@ func TestStuckEphemeralContainerDeletesNoPod(t *testing.T) {
 	err = syncerClient(t).CoreV1().Pods(ns).Delete(t.Context(), "debugged", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 	if err == nil || !strings.Contains(err.Error(), "pod-deletes") {
 		t.Errorf("the syncer deleting a running pod whose ephemeral container fails to pull: %v, want refused by the pod-deletes policy", err)
+	}
+}
+
+// The events of the cluster are never held all at once: the reflector's own pager and its
+// watch-list temporary store (client-go's WatchListClient, on by default) keep every matching
+// event until the list ends, and core/v1 events have no size limit but etcd's, so an author of
+// large forged events chose the syncer's memory at each (re)list. The syncer lists by pages of
+// at most 50, observing each page as it comes, and never asks for a watch-list. A missed pull
+// whose event is behind 120 others, listed before the syncer started, is still reported.
+func TestMissedPullEventsAreListedByPages(t *testing.T) {
+	e := harness(t)
+	live := testutil.NewRegistry(t, "", "")
+	n := name(t)
+	image, candidate := routedApp(t, e, n, live, nil)
+	ns := createNamespace(t, e, nil)
+	for i := range 120 {
+		pullFailed(t, e, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("gone-%d", i)}}, image)
+	}
+	pod := stuckPod(t, e, ns, "web", image, nil, true)
+	pullFailed(t, e, pod, image)
+
+	var mu sync.Mutex
+	var lists, watchLists []string
+	cfg := cp.ConfigAsServiceAccount(crns, serviceAccount)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/api/v1/events") {
+				mu.Lock()
+				q := req.URL.Query()
+				switch {
+				case q.Get("watch") == "true" && q.Get("sendInitialEvents") == "true":
+					watchLists = append(watchLists, req.URL.RawQuery)
+				case q.Get("watch") != "true":
+					lists = append(lists, req.URL.RawQuery)
+				}
+				mu.Unlock()
+			}
+			return rt.RoundTrip(req)
+		})
+	}
+	opts := syncerConfig()
+	opts.MissedPulls = missedPullOptions(false, time.Second)
+	startSyncerWith(t, opts, cfg, nil)
+
+	waitEvent(t, e, "Pod", ns, "web", v1alpha1.EventImagePullMissedRouting, candidate)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(watchLists) > 0 {
+		t.Errorf("the syncer asked for a watch-list of events (every matching event held at once): %q", watchLists)
+	}
+	continued := 0
+	for _, q := range lists {
+		v, err := url.ParseQuery(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l, err := strconv.Atoi(v.Get("limit")); err != nil || l <= 0 || l > 50 {
+			t.Errorf("an events list of limit %q, want at most 50: %s", v.Get("limit"), q)
+		}
+		if v.Get("continue") != "" {
+			continued++
+		}
+	}
+	if continued < 2 {
+		t.Errorf("%d continued events lists for more than 120 events, want the pages followed: %q", continued, lists)
 	}
 }
