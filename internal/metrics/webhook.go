@@ -53,10 +53,11 @@ var (
 	}, []string{"registry"})
 
 	// ProbesSkipped counts probes not started, by reason: "deadline" (the admission's deadline
-	// had passed) or "limit" (the bound on probes in flight was reached).
+	// had passed), "limit" (the bound on probes in flight was reached) or "trial-limit" (the
+	// dry-run probes' own bound was).
 	ProbesSkipped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kuik_registry_probes_skipped_total",
-		Help: "Registry probes not started, by reason (deadline, limit).",
+		Help: "Registry probes not started, by reason (deadline, limit, trial-limit).",
 	}, []string{"reason"})
 
 	// ProbesInFlight is the number of registry probes running now; the webhook sets it to a

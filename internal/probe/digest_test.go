@@ -96,7 +96,8 @@ func TestTrialProbesHaveABoundOfTheirOwn(t *testing.T) {
 	hanging.SetBehavior(testutil.Hang)
 	open := testutil.NewRegistry(t, "", "")
 	ref := open.Push(t, "acme/app:v1")
-	p := probe.New(probe.Options{Timeout: 20 * time.Second, MaxInFlight: 1})
+	var skipped []string
+	p := probe.New(probe.Options{Timeout: 20 * time.Second, MaxInFlight: 1, Skip: func(reason string) { skipped = append(skipped, reason) }})
 	go p.Probe(t.Context(), probe.Target{Reference: hanging.Host + "/trial/x:v1", Trial: true})
 	if !hanging.WaitHung(1, 5*time.Second) {
 		t.Fatal("the trial probe never reached the hanging registry")
@@ -106,5 +107,9 @@ func TestTrialProbesHaveABoundOfTheirOwn(t *testing.T) {
 	}
 	if got := p.Probe(t.Context(), probe.Target{Reference: hanging.Host + "/trial/y:v1", Trial: true}); got != probe.Skipped {
 		t.Errorf("a second trial probe: %s, want Skipped", got)
+	}
+	// Counted apart, so an alert on the deciding probes' bound does not fire for a trial.
+	if len(skipped) != 1 || skipped[0] != probe.SkipTrialLimit {
+		t.Errorf("skip reasons %q, want one %q", skipped, probe.SkipTrialLimit)
 	}
 }

@@ -56,6 +56,9 @@ const (
 const (
 	SkipDeadline = "deadline"
 	SkipLimit    = "limit"
+	// SkipTrialLimit: a trial (dry-run) probe at the trials' own bound; it never held back a
+	// probe that decides.
+	SkipTrialLimit = "trial-limit"
 )
 
 // Credential is a registry credential; the zero value is anonymous.
@@ -227,8 +230,9 @@ func (p *Prober) start(ctx context.Context, t Target, k string) (answer, *flight
 	switch {
 	case ctx.Err() != nil:
 		reason = SkipDeadline
-	case t.Trial && p.trials >= p.opts.MaxInFlight,
-		!t.Trial && len(p.flights)-p.trials >= p.opts.MaxInFlight:
+	case t.Trial && p.trials >= p.opts.MaxInFlight:
+		reason = SkipTrialLimit
+	case !t.Trial && len(p.flights)-p.trials >= p.opts.MaxInFlight:
 		reason = SkipLimit
 	}
 	if reason != "" {
