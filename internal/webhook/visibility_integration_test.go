@@ -13,6 +13,21 @@ import (
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
+// upstreamOrPrivate is an OnFailure ImageAlternative from upstream to the private registry
+// (with its credential), for the namespaces labelled trial=<trial>.
+func upstreamOrPrivate(name, upstream, private, trial string) *v1alpha1.ImageAlternative {
+	return &v1alpha1.ImageAlternative{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.ImageAlternativeSpec{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"trial": trial}},
+			Alternatives: []v1alpha1.Alternative{
+				{Repository: upstream},
+				{Repository: private, Insecure: true, Auth: &v1alpha1.Auth{SecretRef: &v1alpha1.LocalSecretReference{Name: "private-registry"}}},
+			},
+		},
+	}
+}
+
 // Through the API server: a dry-run resource leaves the pod's image and pull secrets as they
 // are and records, on the stored pod, what it would have done.
 func TestWebhookDryRunThroughTheAPIServer(t *testing.T) {
@@ -20,17 +35,9 @@ func TestWebhookDryRunThroughTheAPIServer(t *testing.T) {
 	upstream := w.down + "/acme/app"
 	private := w.registry.Host + "/acme/app"
 	ns := w.namespace(t, map[string]string{"trial": "dry-run"})
-	w.create(t, &v1alpha1.ImageAlternative{
-		ObjectMeta: metav1.ObjectMeta{Name: "trial-app"},
-		Spec: v1alpha1.ImageAlternativeSpec{
-			DryRun:            true,
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"trial": "dry-run"}},
-			Alternatives: []v1alpha1.Alternative{
-				{Repository: upstream},
-				{Repository: private, Insecure: true, Auth: &v1alpha1.Auth{SecretRef: &v1alpha1.LocalSecretReference{Name: "private-registry"}}},
-			},
-		},
-	})
+	ia := upstreamOrPrivate("trial-app", upstream, private, "dry-run")
+	ia.Spec.DryRun = true
+	w.create(t, ia)
 	got := w.createPod(t, ns, simplePod(upstream+":v1"), func(p *corev1.Pod) bool { return p.Annotations[v1alpha1.AnnotationDryRun] != "" })
 	want := fmt.Sprintf(`{"app":{"image":%q,"by":"ImageAlternative/trial-app","reason":"OnFailure"}}`, private+":v1")
 	if got.Annotations[v1alpha1.AnnotationDryRun] != want {
@@ -49,17 +56,9 @@ func TestWebhookPinsTheProbedDigestThroughTheAPIServer(t *testing.T) {
 	upstream := w.down + "/acme/app"
 	private := w.registry.Host + "/acme/app"
 	ns := w.namespace(t, map[string]string{"trial": "pin"})
-	w.create(t, &v1alpha1.ImageAlternative{
-		ObjectMeta: metav1.ObjectMeta{Name: "pinned-app"},
-		Spec: v1alpha1.ImageAlternativeSpec{
-			PinDigest:         true,
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"trial": "pin"}},
-			Alternatives: []v1alpha1.Alternative{
-				{Repository: upstream},
-				{Repository: private, Insecure: true, Auth: &v1alpha1.Auth{SecretRef: &v1alpha1.LocalSecretReference{Name: "private-registry"}}},
-			},
-		},
-	})
+	ia := upstreamOrPrivate("pinned-app", upstream, private, "pin")
+	ia.Spec.PinDigest = true
+	w.create(t, ia)
 	ref, err := name.ParseReference(private+":v1", name.Insecure)
 	if err != nil {
 		t.Fatal(err)

@@ -77,26 +77,9 @@ func TestStuckMirrorPodIsNotDeleted(t *testing.T) {
 // stuckPodWith is stuckPod (failing) bound to nodeName, with annotations.
 func stuckPodWith(t *testing.T, e env, ns, name, image string, owner *metav1.OwnerReference, nodeName string, annotations map[string]string) *corev1.Pod {
 	t.Helper()
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": name}, Annotations: annotations},
-		Spec:       corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "app", Image: image}}},
-	}
-	if owner != nil {
-		p.OwnerReferences = []metav1.OwnerReference{*owner}
-	}
-	created, err := e.cs.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	created.Status.Phase = corev1.PodPending
-	created.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Image: image, State: corev1.ContainerState{
-		Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "connection refused"},
-	}}}
-	updated, err := e.cs.CoreV1().Pods(ns).UpdateStatus(t.Context(), created, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return updated
+	p := podOf(ns, name, image, owner)
+	p.Annotations, p.Spec.NodeName = annotations, nodeName
+	return createWithStatus(t, e, p, true)
 }
 
 // Pods the rate limit holds back wait their turn: each is looked at again after as many token

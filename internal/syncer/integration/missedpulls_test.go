@@ -124,6 +124,11 @@ func replicaSet(t *testing.T, e env, ns, name string) *metav1.OwnerReference {
 // the kubelet does: waiting in ErrImagePull when failing, running otherwise.
 func stuckPod(t *testing.T, e env, ns, name, image string, owner *metav1.OwnerReference, failing bool) *corev1.Pod {
 	t.Helper()
+	return createWithStatus(t, e, podOf(ns, name, image, owner), failing)
+}
+
+// podOf is the pod of stuckPod, not created yet.
+func podOf(ns, name, image string, owner *metav1.OwnerReference) *corev1.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": name}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}},
@@ -131,10 +136,18 @@ func stuckPod(t *testing.T, e env, ns, name, image string, owner *metav1.OwnerRe
 	if owner != nil {
 		p.OwnerReferences = []metav1.OwnerReference{*owner}
 	}
-	created, err := e.cs.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{})
+	return p
+}
+
+// createWithStatus creates p, whose one container is app, and writes its status as the kubelet
+// does: waiting in ErrImagePull when failing, running otherwise.
+func createWithStatus(t *testing.T, e env, p *corev1.Pod, failing bool) *corev1.Pod {
+	t.Helper()
+	created, err := e.cs.CoreV1().Pods(p.Namespace).Create(t.Context(), p, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	image := p.Spec.Containers[0].Image
 	st := corev1.ContainerStatus{Name: "app", Image: image}
 	if failing {
 		created.Status.Phase = corev1.PodPending
@@ -146,7 +159,7 @@ func stuckPod(t *testing.T, e env, ns, name, image string, owner *metav1.OwnerRe
 		st.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.Now()}
 	}
 	created.Status.ContainerStatuses = []corev1.ContainerStatus{st}
-	updated, err := e.cs.CoreV1().Pods(ns).UpdateStatus(t.Context(), created, metav1.UpdateOptions{})
+	updated, err := e.cs.CoreV1().Pods(p.Namespace).UpdateStatus(t.Context(), created, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
