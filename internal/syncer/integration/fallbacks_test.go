@@ -279,19 +279,8 @@ func TestLiveFallbacksFloodMakesFewWrites(t *testing.T) {
 	by := "ImageAlternative/" + n
 
 	const delay = time.Second
-	var unchanged atomic.Int32
-	startSyncerWith(t, fallbackOptions(delay), cp.ConfigAsServiceAccount(crns, serviceAccount), func(line string) {
-		if strings.Contains(line, `"live fallbacks unchanged"`) && strings.Contains(line, `"name"="`+n+`"`) {
-			unchanged.Add(1)
-		}
-	})
 	// The first computation finds no pod and writes nothing.
-	eventually(t, "a first computation", func(context.Context) error {
-		if unchanged.Load() == 0 {
-			return errors.New("none yet")
-		}
-		return nil
-	})
+	unchanged := startSyncerCountingUnchanged(t, n, delay, "a first computation")
 
 	history := watchFallbacks(t, e, n)
 	writesSoFar := func() int { return len(history()) - 1 }
@@ -392,6 +381,26 @@ func watchFallbacks(t *testing.T, e env, name string) (history func() []liveFall
 		defer mu.Unlock()
 		return slices.Clone(states)
 	}
+}
+
+// startSyncerCountingUnchanged starts a syncer with the fallback delay and counts its
+// computations of resource n's live fallbacks that found nothing to write; it returns once there
+// is one (what names that wait).
+func startSyncerCountingUnchanged(t *testing.T, n string, delay time.Duration, what string) *atomic.Int32 {
+	t.Helper()
+	var unchanged atomic.Int32
+	startSyncerWith(t, fallbackOptions(delay), cp.ConfigAsServiceAccount(crns, serviceAccount), func(line string) {
+		if strings.Contains(line, `"live fallbacks unchanged"`) && strings.Contains(line, `"name"="`+n+`"`) {
+			unchanged.Add(1)
+		}
+	})
+	eventually(t, what, func(context.Context) error {
+		if unchanged.Load() == 0 {
+			return errors.New("none yet")
+		}
+		return nil
+	})
+	return &unchanged
 }
 
 func routingStatusVersion(ctx context.Context, e env, name string) (string, error) {
@@ -524,18 +533,7 @@ func TestLiveFallbacksSurviveARestartWithoutAWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var unchanged atomic.Int32
-	startSyncerWith(t, fallbackOptions(200*time.Millisecond), cp.ConfigAsServiceAccount(crns, serviceAccount), func(line string) {
-		if strings.Contains(line, `"live fallbacks unchanged"`) && strings.Contains(line, `"name"="`+n+`"`) {
-			unchanged.Add(1)
-		}
-	})
-	eventually(t, "the new leader's first computation", func(context.Context) error {
-		if unchanged.Load() == 0 {
-			return errors.New("none yet")
-		}
-		return nil
-	})
+	startSyncerCountingUnchanged(t, n, 200*time.Millisecond, "the new leader's first computation")
 	gaugeIs(t, "ImageAlternative", n, 1)
 	if after, err := routingStatusVersion(t.Context(), e, n); err != nil || after != before {
 		t.Errorf("resource version %s after the restart, was %s (err %v): the new leader wrote", after, before, err)
