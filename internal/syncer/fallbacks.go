@@ -55,8 +55,8 @@ type Fallbacks struct {
 //
 // A dry-run resource and a resource with policy None route no pod: they have none, whatever
 // the pods' annotations claim.
-func DecideFallbacks(r *Resource, dryRun bool, pods []FallbackPod, namespaceLabels func(namespace string) (labels.Set, bool)) Fallbacks {
-	if r == nil || r.index == nil || dryRun || r.Policy == v1alpha1.RewritePolicyNone {
+func DecideFallbacks(r *Resource, pods []FallbackPod, namespaceLabels func(namespace string) (labels.Set, bool)) Fallbacks {
+	if r == nil || r.index == nil || r.DryRun || r.Policy == v1alpha1.RewritePolicyNone {
 		return Fallbacks{}
 	}
 	type pairKey struct{ original, routedTo string }

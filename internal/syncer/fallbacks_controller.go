@@ -86,7 +86,6 @@ func (c *Controller) syncFallbacks(ctx context.Context, rk ResourceKey) error {
 	// Gather.
 	var (
 		current *v1alpha1.RoutingStatus
-		dryRun  bool
 		meta    metav1.Object
 		fresh   client.Object
 	)
@@ -97,7 +96,7 @@ func (c *Controller) syncFallbacks(ctx context.Context, rk ResourceKey) error {
 			c.forgetFallbacks(rk)
 			return client.IgnoreNotFound(err)
 		}
-		current, dryRun, meta = &o.Status, o.Spec.DryRun, &o
+		current, meta = &o.Status, &o
 		fresh = &v1alpha1.ImageAlternative{ObjectMeta: metav1.ObjectMeta{Name: rk.Name}}
 	case routing.KindImageMirror:
 		var o v1alpha1.ImageMirror
@@ -105,7 +104,7 @@ func (c *Controller) syncFallbacks(ctx context.Context, rk ResourceKey) error {
 			c.forgetFallbacks(rk)
 			return client.IgnoreNotFound(err)
 		}
-		current, dryRun, meta = &o.Status, o.Spec.DryRun, &o
+		current, meta = &o.Status, &o
 		fresh = &v1alpha1.ImageMirror{ObjectMeta: metav1.ObjectMeta{Name: rk.Name}}
 	default:
 		return nil // a rewritten-by value names a kind that does not exist
@@ -127,7 +126,7 @@ func (c *Controller) syncFallbacks(ctx context.Context, rk ResourceKey) error {
 		return nil // the cache moved on; the event that moved it queued another pass
 	}
 	var pods []FallbackPod
-	if r != nil && !dryRun {
+	if r != nil && !r.DryRun {
 		var list corev1.PodList
 		if err := c.cache.List(ctx, &list, client.MatchingFields{sourceIndex: r.Source().String()}); err != nil {
 			return fmt.Errorf("listing pods from the cache: %w", err)
@@ -156,7 +155,7 @@ func (c *Controller) syncFallbacks(ctx context.Context, rk ResourceKey) error {
 	}
 
 	// Decide.
-	f := DecideFallbacks(r, dryRun, pods, namespaceLabels)
+	f := DecideFallbacks(r, pods, namespaceLabels)
 
 	// Act.
 	c.setFallbackGauge(rk, f.Pods)

@@ -129,7 +129,7 @@ func TestDecideFallbacks(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got := DecideFallbacks(tc.r, false, tc.pods, anyNamespace)
+			got := DecideFallbacks(tc.r, tc.pods, anyNamespace)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("fallbacks (-want +got):\n%s", diff)
 			}
@@ -147,29 +147,29 @@ func TestDecideFallbacksHonoursSelectors(t *testing.T) {
 	ns := func(l labels.Set) func(string) (labels.Set, bool) {
 		return func(string) (labels.Set, bool) { return l, true }
 	}
-	if got := DecideFallbacks(r, false, []FallbackPod{pod}, ns(labels.Set{"team": "a"})); got.Pods != 1 {
+	if got := DecideFallbacks(r, []FallbackPod{pod}, ns(labels.Set{"team": "a"})); got.Pods != 1 {
 		t.Errorf("selected pod in a selected namespace: %+v, want 1 pod", got)
 	}
-	if got := DecideFallbacks(r, false, []FallbackPod{pod}, ns(labels.Set{"team": "b"})); got.Pods != 0 {
+	if got := DecideFallbacks(r, []FallbackPod{pod}, ns(labels.Set{"team": "b"})); got.Pods != 0 {
 		t.Errorf("a namespace the resource does not select: %+v, want none", got)
 	}
-	if got := DecideFallbacks(r, false, []FallbackPod{other}, ns(labels.Set{"team": "a"})); got.Pods != 0 {
+	if got := DecideFallbacks(r, []FallbackPod{other}, ns(labels.Set{"team": "a"})); got.Pods != 0 {
 		t.Errorf("a pod the resource does not select: %+v, want none", got)
 	}
-	if got := DecideFallbacks(r, false, []FallbackPod{pod}, func(string) (labels.Set, bool) { return nil, false }); got.Pods != 0 {
+	if got := DecideFallbacks(r, []FallbackPod{pod}, func(string) (labels.Set, bool) { return nil, false }); got.Pods != 0 {
 		t.Errorf("a namespace not in the cache: %+v, want none", got)
 	}
 }
 
 func TestDecideFallbacksNoneForDryRunAndPolicyNone(t *testing.T) {
-	alt := mustAlternative(t, testutil.NewImageAlternative("alt").Repository("quay.io/acme/foo").Repository("registry.local/acme/foo"))
+	alt := mustAlternative(t, testutil.NewImageAlternative("alt").DryRun().Repository("quay.io/acme/foo").Repository("registry.local/acme/foo"))
 	pod := fbPod("p", 0, "ImageAlternative/alt", map[string][2]string{"c": {"quay.io/acme/foo:v1", "registry.local/acme/foo:v1"}})
-	if got := DecideFallbacks(alt, true, []FallbackPod{pod}, anyNamespace); got.Pods != 0 || got.Total != 0 {
+	if got := DecideFallbacks(alt, []FallbackPod{pod}, anyNamespace); got.Pods != 0 || got.Total != 0 {
 		t.Errorf("dry run: %+v, want none", got)
 	}
 	none := mustMirror(t, testutil.NewImageMirror("mir", "registry.local/mirror/").Policy(v1alpha1.RewritePolicyNone))
 	mp := fbPod("p", 0, "ImageMirror/mir", map[string][2]string{"c": {"nginx", "registry.local/mirror/docker.io/library/nginx:latest"}})
-	if got := DecideFallbacks(none, false, []FallbackPod{mp}, anyNamespace); got.Pods != 0 || got.Total != 0 {
+	if got := DecideFallbacks(none, []FallbackPod{mp}, anyNamespace); got.Pods != 0 || got.Total != 0 {
 		t.Errorf("policy None: %+v, want none", got)
 	}
 }
@@ -185,7 +185,7 @@ func TestDecideFallbacksKeepsTheTop32AndCountsAll(t *testing.T) {
 		fbPod("all", 0, "ImageAlternative/grp", containers),
 		fbPod("x49", time.Second, "ImageAlternative/grp", map[string][2]string{"c": containers["x49"]}),
 	}
-	got := DecideFallbacks(r, false, pods, anyNamespace)
+	got := DecideFallbacks(r, pods, anyNamespace)
 	if got.Total != 50 || got.Pods != 2 || len(got.Active) != MaxActiveFallbacks {
 		t.Fatalf("total %d, pods %d, %d items; want 50, 2, %d", got.Total, got.Pods, len(got.Active), MaxActiveFallbacks)
 	}
@@ -282,7 +282,7 @@ func BenchmarkDecideFallbacks(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if f := DecideFallbacks(r, false, pods, anyNamespace); f.Pods != 5000 || f.Total != 137 {
+		if f := DecideFallbacks(r, pods, anyNamespace); f.Pods != 5000 || f.Total != 137 {
 			b.Fatalf("%+v", f)
 		}
 	}
