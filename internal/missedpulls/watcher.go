@@ -379,7 +379,9 @@ func route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 }
 
 // index returns the routing index of the enforcing resources, rebuilt after a change. Dry-run
-// resources are left out: they never change what the webhook enforces.
+// resources are left out before indexing (routing.NewIndex would leave them out of what it
+// enforces too, but keep them in Index.WithDryRun): so Route sends no trial probe for a
+// decision that only wants what the webhook enforces.
 func (w *Watcher) index(ctx context.Context) (*routing.Index, error) {
 	w.ixMu.Lock()
 	defer w.ixMu.Unlock()
