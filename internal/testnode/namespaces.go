@@ -64,6 +64,9 @@ func hostMain() int {
 	code := 1
 	st, err := prepareHost(run)
 	if err == nil {
+		err = downloadModules()
+	}
+	if err == nil {
 		err = buildGuest(run)
 	}
 	if err == nil {
@@ -98,14 +101,37 @@ func hostMain() int {
 	return code
 }
 
+// downloadModules fills the module cache with every module kuik's go.mod names, while the
+// network is still the host's. Inside the node's namespaces nothing can be downloaded (there is
+// no route out), and the runs build Go code there: kuik's images (internal/images), the
+// credential-provider plugins the e2e tests push, anything a test compiles. go test and go run
+// downloaded only what their own binary imports, so a module only the webhook's binary links
+// (golang.org/x/crypto/x509roots/fallback) would be missing on a machine whose cache is empty.
+func downloadModules() error {
+	cmd := exec.Command(goBinary(), "mod", "download")
+	cmd.Dir = testenv.RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("downloading kuik's modules before entering the node's namespaces: %w\n%s", err, b)
+	}
+	return nil
+}
+
+// offlineGoEnv is the go command's environment inside the node's namespaces: the module cache
+// only (downloadModules filled it), so that a module missing from it fails at once and says so
+// instead of timing out on a lookup that has no route.
+var offlineGoEnv = []string{"GOPROXY=off"}
+
+func goBinary() string {
+	if gobin, err := exec.LookPath("go"); err == nil {
+		return gobin
+	}
+	return filepath.Join(goroot(), "bin", "go")
+}
+
 // buildGuest compiles the images' program (./guest) for the node's platform, static.
 func buildGuest(run string) error {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(goroot(), "bin", "go")
-	}
 	out := filepath.Join(run, "bin", "guest")
-	cmd := exec.Command(gobin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./internal/testnode/guest")
+	cmd := exec.Command(goBinary(), "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./internal/testnode/guest")
 	cmd.Dir = testenv.RepoRoot()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -134,7 +160,7 @@ func runInit(run string) (int, error) {
 	}
 	cmd := exec.Command(exe, os.Args[1:]...) //nolint:gosec // this test binary again, with its own arguments
 	cmd.Args[0] = os.Args[0]
-	cmd.Env = append(os.Environ(), roleEnv+"="+roleInit, runEnv+"="+run)
+	cmd.Env = append(append(os.Environ(), offlineGoEnv...), roleEnv+"="+roleInit, runEnv+"="+run)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWNET}
 	if err := testenv.Spawn(cmd); err != nil {
