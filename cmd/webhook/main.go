@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"os"
 
-	// Public CA roots for probing registries over HTTPS when the system has none (the image
-	// ships no CA bundle); a mounted bundle or SSL_CERT_FILE still takes precedence.
+	// Public CA roots for probing registries over HTTPS when no bundle can be read (the image
+	// ships one at /etc/ssl/certs/ca-certificates.crt; SSL_CERT_FILE still takes precedence).
 	_ "golang.org/x/crypto/x509roots/fallback"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"

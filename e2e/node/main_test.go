@@ -24,6 +24,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/enix/kuik/internal/kuiknode"
+	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/internal/testnode"
 	"github.com/enix/kuik/internal/testutil"
 	"github.com/enix/kuik/internal/webhook"
@@ -60,6 +61,12 @@ type world struct {
 	// provider is on the node's address and accepts only the fake credential provider's
 	// credentials; kuik is installed with that provider (provider_test.go).
 	provider *providerRegistry
+	// privateTLS serves HTTPS with a certificate of a private CA, given to kuik through the
+	// chart's caBundle.pem and to containerd through its hosts configuration; untrustedTLS with
+	// one of a CA nobody was given. Both accept only the fake provider's credentials, whose
+	// plugins (providers privateTLSProvider and untrustedTLSProvider) first call them over HTTPS
+	// (cabundle_test.go).
+	privateTLS, untrustedTLS *providerRegistry
 }
 
 var (
@@ -108,16 +115,36 @@ func setup(ctx context.Context, n *testnode.Node) (*world, error) {
 	if err := n.TrustPlainHTTP(w.down); err != nil {
 		return nil, err
 	}
-	if w.provider, err = newProviderRegistry(testnode.NodeIP + ":0"); err != nil {
+	if w.provider, err = newProviderRegistry(testnode.NodeIP+":0", nil); err != nil {
 		return nil, err
 	}
 	if err := n.TrustPlainHTTP(w.provider.Host); err != nil {
 		return nil, err
 	}
-	providerValues, err := w.provider.chartValues(ctx, images.Host)
+	privateCA, err := testenv.NewCA()
 	if err != nil {
 		return nil, err
 	}
+	otherCA, err := testenv.NewCA()
+	if err != nil {
+		return nil, err
+	}
+	if w.privateTLS, err = newProviderRegistry(testnode.NodeIP+":0", privateCA); err != nil {
+		return nil, err
+	}
+	if err := n.TrustCA(w.privateTLS.Host, privateCA.PEM); err != nil {
+		return nil, err
+	}
+	if w.untrustedTLS, err = newProviderRegistry(testnode.NodeIP+":0", otherCA); err != nil {
+		return nil, err
+	}
+	providerValues, err := w.provider.chartValues(ctx, images.Host,
+		w.privateTLS.providerConfig(privateTLSProvider, checkURL(w.privateTLS)),
+		w.untrustedTLS.providerConfig(untrustedTLSProvider, checkURL(w.untrustedTLS)))
+	if err != nil {
+		return nil, err
+	}
+	providerValues["caBundle"] = map[string]any{"pem": string(privateCA.PEM)}
 	providerValues["syncer"] = recreateStuckPodsValues() // missed_test.go
 	if w.kuik, err = kuiknode.Install(ctx, n, kuiknode.Options{Registry: images.Host, Values: providerValues}); err != nil {
 		return nil, err

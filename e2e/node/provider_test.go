@@ -3,6 +3,8 @@ package node_test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -30,6 +32,7 @@ import (
 
 	"github.com/enix/kuik/internal/credentialprovider"
 	"github.com/enix/kuik/internal/kuiknode"
+	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/internal/testnode"
 	"github.com/enix/kuik/internal/testutil/fakeprovider"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
@@ -46,6 +49,8 @@ type providerRegistry struct {
 	// Host is host:port, the registry part of image references.
 	Host string
 	key  []byte
+	// ca signed the registry's certificate when it serves HTTPS; nil for plain HTTP.
+	ca *testenv.CA
 
 	mu   sync.Mutex
 	seen []registryRequest
@@ -59,18 +64,30 @@ type registryRequest struct {
 }
 
 // newProviderRegistry starts the provider registry on addr with a fresh key; it lives as long
-// as the test binary, as the other shared registries do.
-func newProviderRegistry(addr string) (*providerRegistry, error) {
+// as the test binary, as the other shared registries do. With ca, it serves HTTPS with a
+// certificate ca signed for the node's address.
+func newProviderRegistry(addr string, ca *testenv.CA) (*providerRegistry, error) {
 	key := make([]byte, 16)
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("provider key: %w", err)
 	}
-	p := &providerRegistry{key: []byte(hex.EncodeToString(key))}
+	p := &providerRegistry{key: []byte(hex.EncodeToString(key)), ca: ca}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("provider registry: listening on %s: %w", addr, err)
 	}
 	p.Host = l.Addr().String()
+	if ca != nil {
+		pair, err := ca.ServingPairFor([]net.IP{net.ParseIP(testnode.NodeIP)})
+		if err != nil {
+			return nil, err
+		}
+		cert, err := pair.TLSCertificate()
+		if err != nil {
+			return nil, err
+		}
+		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	}
 	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	check := fakeprovider.Check(p.key, nil)
 	// Not testutil.NewRegistryFunc: the test tells the webhook's probes from containerd's pulls
@@ -111,7 +128,16 @@ func (p *providerRegistry) mark() int {
 // push, and returns the reference.
 func (p *providerRegistry) pushGuest(t *testing.T, n *testnode.Node, repoAndTag string) string {
 	t.Helper()
-	ref, err := name.ParseReference(p.Host+"/"+repoAndTag, name.Insecure)
+	var opts []name.Option
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	if p.ca == nil {
+		opts = append(opts, name.Insecure)
+	} else {
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(p.ca.PEM)
+		transport.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	}
+	ref, err := name.ParseReference(p.Host+"/"+repoAndTag, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,39 +146,54 @@ func (p *providerRegistry) pushGuest(t *testing.T, n *testnode.Node, repoAndTag 
 		t.Fatal(err)
 	}
 	auth := authn.FromConfig(authn.AuthConfig{Username: fakeprovider.Username, Password: fakeprovider.Mint(p.key, time.Now().Add(time.Minute))})
-	if err := remote.Write(ref, img, remote.WithAuth(auth), remote.WithContext(t.Context())); err != nil {
+	if err := remote.Write(ref, img, remote.WithAuth(auth), remote.WithContext(t.Context()), remote.WithTransport(transport)); err != nil {
 		t.Fatalf("pushing %s: %v", ref, err)
 	}
 	return ref.Name()
 }
 
-// chartValues builds the fake provider's plugin (a static binary named providerName), pushes it
-// as an image to the images registry and returns the chart values that give it to the
-// secret-syncer: an inline CredentialProviderConfig whose only provider matches this registry,
-// and the plugin image mounted as an image volume (the release namespace enforces the
-// restricted Pod Security level, which forbids a hostPath bin dir).
-func (p *providerRegistry) chartValues(ctx context.Context, images string) (map[string]any, error) {
-	ref, err := kuiknode.PushBinaries(ctx, images+"/e2e/credential-providers", "v1", map[string]string{
-		providerName: "github.com/enix/kuik/internal/testutil/fakeprovider/plugin",
-	})
+// chartValues builds the fake provider's plugin (a static binary, once per provider name),
+// pushes it as an image to the images registry and returns the chart values that give it to the
+// secret-syncer: an inline CredentialProviderConfig with providerName matching this registry and
+// the providers of extra, and the plugin image mounted as an image volume (the release
+// namespace enforces the restricted Pod Security level, which forbids a hostPath bin dir).
+func (p *providerRegistry) chartValues(ctx context.Context, images string, extra ...map[string]any) (map[string]any, error) {
+	providers := append([]map[string]any{p.providerConfig(providerName)}, extra...)
+	binaries := map[string]string{}
+	list := make([]any, 0, len(providers))
+	for _, c := range providers {
+		binaries[c["name"].(string)] = "github.com/enix/kuik/internal/testutil/fakeprovider/plugin"
+		list = append(list, c)
+	}
+	ref, err := kuiknode.PushBinaries(ctx, images+"/e2e/credential-providers", "v1", binaries)
 	if err != nil {
 		return nil, fmt.Errorf("the fake provider's image: %w", err)
 	}
 	return map[string]any{"credentialProviders": map[string]any{
-		"config": map[string]any{"providers": []any{map[string]any{
-			"name":                 providerName,
-			"matchImages":          []any{p.Host},
-			"defaultCacheDuration": "10m",
-			"apiVersion":           "credentialprovider.kubelet.k8s.io/v1",
-			"env": []any{
-				map[string]any{"name": fakeprovider.EnvKey, "value": string(p.key)},
-				map[string]any{"name": fakeprovider.EnvTTL, "value": "10m"},
-			},
-		}}},
+		"config": map[string]any{"providers": list},
 		"binDir": map[string]any{"image": map[string]any{
 			"repository": ref.Context().String(), "digest": ref.DigestStr(), "mode": "imageVolume",
 		}},
 	}}, nil
+}
+
+// providerConfig is a CredentialProviderConfig provider named name, matching this registry,
+// whose plugin mints credentials with its key; env is added to the plugin's environment.
+func (p *providerRegistry) providerConfig(name string, env ...map[string]any) map[string]any {
+	vars := []any{
+		map[string]any{"name": fakeprovider.EnvKey, "value": string(p.key)},
+		map[string]any{"name": fakeprovider.EnvTTL, "value": "10m"},
+	}
+	for _, e := range env {
+		vars = append(vars, e)
+	}
+	return map[string]any{
+		"name":                 name,
+		"matchImages":          []any{p.Host},
+		"defaultCacheDuration": "10m",
+		"apiVersion":           "credentialprovider.kubelet.k8s.io/v1",
+		"env":                  vars,
+	}
 }
 
 // verifies checks a "user:password" of a pull Secret: the fake provider's username and an

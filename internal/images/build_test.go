@@ -236,7 +236,9 @@ func checkBuildInfo(t *testing.T, c images.Component, b []byte, arch string) {
 	if _, ok := settings["vcs.revision"]; ok {
 		t.Errorf("binary carries vcs.revision: its digest would depend on the checkout's state")
 	}
-	// The webhook probes arbitrary registries over HTTPS and the image has no CA bundle.
+	// The webhook keeps x509roots/fallback's roots for when no bundle can be read (an
+	// SSL_CERT_FILE naming a missing file, a volume mounted over /etc/ssl/certs); the syncer reads
+	// the image's bundle only.
 	fallback := false
 	for _, d := range bi.Deps {
 		fallback = fallback || d.Path == "golang.org/x/crypto/x509roots/fallback"

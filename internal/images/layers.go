@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -13,11 +14,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"golang.org/x/crypto/x509roots/fallback/bundle"
 )
 
 // UID and GID the images run as: distroless's "nonroot", which the chart's runAsNonRoot accepts
@@ -42,9 +45,14 @@ type file struct {
 	data     []byte
 }
 
+// CABundlePath is where the images hold their public root certificates, as PEM: the first file
+// Go's crypto/x509 reads on Linux, and the one most TLS stacks read (OpenSSL's default on
+// Debian). SSL_CERT_FILE still wins; Go programs, among them the credential-provider plugins the
+// syncer runs, also read every other file of its directory (the chart's extra CAs go there).
+const CABundlePath = "/etc/ssl/certs/ca-certificates.crt"
+
 // rootFiles are the base layer: who uid 65532 is (so that tools and libraries that look the
-// user up find it), a writable /tmp and the user's home. No CA bundle: the webhook embeds its
-// roots (golang.org/x/crypto/x509roots/fallback) and uses a mounted bundle if one is present.
+// user up find it), a writable /tmp, the user's home, and the public roots at CABundlePath.
 func rootFiles() []file {
 	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", UID, GID)
 	group := fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", GID)
@@ -52,10 +60,28 @@ func rootFiles() []file {
 		{name: "etc/", mode: 0o755},
 		{name: "etc/group", mode: 0o644, data: []byte(group)},
 		{name: "etc/passwd", mode: 0o644, data: []byte(passwd)},
+		{name: "etc/ssl/", mode: 0o755},
+		{name: "etc/ssl/certs/", mode: 0o755},
+		{name: strings.TrimPrefix(CABundlePath, "/"), mode: 0o644, data: caBundle()},
 		{name: "home/", mode: 0o755},
 		{name: "home/nonroot/", mode: 0o700, uid: UID, gid: GID},
 		{name: "tmp/", mode: 0o1777},
 	}
+}
+
+// caBundle is the PEM of the roots golang.org/x/crypto/x509roots/fallback carries (Mozilla's
+// list, pinned by go.mod, so the same source gives the same bytes), in its order. A root the list
+// trusts only under a constraint (a distrust-after date) is left out: a PEM file cannot carry
+// the constraint, and trusting such a root for every date would trust more than Mozilla does.
+func caBundle() []byte {
+	var b bytes.Buffer
+	for r := range bundle.Roots() {
+		if r.Constraint != nil {
+			continue
+		}
+		_ = pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: r.Certificate}) // a bytes.Buffer never fails to write
+	}
+	return b.Bytes()
 }
 
 // layerTar writes files as a tar in name order, with fixed times and owners: the same files

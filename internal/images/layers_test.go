@@ -3,6 +3,8 @@ package images
 import (
 	"archive/tar"
 	"bytes"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"io"
 	"os"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"golang.org/x/crypto/x509roots/fallback/bundle"
 )
 
 type entry struct {
@@ -49,18 +52,81 @@ func TestRootLayer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := readTar(t, b)
+	var bundlePEM string
+	for i := range got {
+		if "/"+got[i].Name == CABundlePath {
+			bundlePEM, got[i].Data = got[i].Data, "(checked below)"
+		}
+	}
 	epoch := time.Unix(0, 0).UTC()
 	want := []entry{
 		{Name: "etc/", Type: tar.TypeDir, Mode: 0o755, ModTime: epoch},
 		{Name: "etc/group", Type: tar.TypeReg, Mode: 0o644, ModTime: epoch, Data: "root:x:0:\nnonroot:x:65532:\n"},
 		{Name: "etc/passwd", Type: tar.TypeReg, Mode: 0o644, ModTime: epoch,
 			Data: "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"},
+		{Name: "etc/ssl/", Type: tar.TypeDir, Mode: 0o755, ModTime: epoch},
+		{Name: "etc/ssl/certs/", Type: tar.TypeDir, Mode: 0o755, ModTime: epoch},
+		{Name: "etc/ssl/certs/ca-certificates.crt", Type: tar.TypeReg, Mode: 0o644, ModTime: epoch, Data: "(checked below)"},
 		{Name: "home/", Type: tar.TypeDir, Mode: 0o755, ModTime: epoch},
 		{Name: "home/nonroot/", Type: tar.TypeDir, Mode: 0o700, UID: 65532, GID: 65532, ModTime: epoch},
 		{Name: "tmp/", Type: tar.TypeDir, Mode: 0o1777, ModTime: epoch},
 	}
-	if diff := cmp.Diff(want, readTar(t, b)); diff != "" {
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("root layer (-want +got):\n%s", diff)
+	}
+	checkCABundle(t, []byte(bundlePEM))
+}
+
+// checkCABundle checks that b is the PEM of exactly the roots of x509roots/fallback that carry no
+// constraint, each a CA certificate, in the bundle's order.
+func checkCABundle(t *testing.T, b []byte) {
+	t.Helper()
+	var want []*x509.Certificate
+	constrained := 0
+	for r := range bundle.Roots() {
+		if r.Constraint != nil {
+			constrained++
+			continue
+		}
+		c, err := x509.ParseCertificate(r.Certificate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, c)
+	}
+	var got []*x509.Certificate
+	for rest := b; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			if len(bytes.TrimSpace(rest)) != 0 {
+				t.Fatalf("%s: %d bytes after the last certificate", CABundlePath, len(rest))
+			}
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			t.Fatalf("%s: a %q block", CABundlePath, block.Type)
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatalf("%s: %v", CABundlePath, err)
+		}
+		if !c.IsCA {
+			t.Errorf("%s: %s is not a CA", CABundlePath, c.Subject)
+		}
+		got = append(got, c)
+	}
+	if len(want) < 100 {
+		t.Fatalf("x509roots/fallback has %d unconstrained roots: not Mozilla's list", len(want))
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%s holds %d certificates, want the %d unconstrained roots of x509roots/fallback (%d constrained ones left out)", CABundlePath, len(got), len(want), constrained)
+	}
+	for i := range want {
+		if !got[i].Equal(want[i]) {
+			t.Errorf("%s: certificate %d is %s, want %s", CABundlePath, i, got[i].Subject, want[i].Subject)
+		}
 	}
 }
 

@@ -244,6 +244,24 @@ func (n *Node) writeRegistryHosts(host string) error {
 	return nil
 }
 
+// writeRegistryCA tells containerd to reach host (host:port) over HTTPS, verifying its
+// certificate with caPEM only.
+func (n *Node) writeRegistryCA(host string, caPEM []byte) error {
+	dir := filepath.Join(n.certsDir, host)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("writing hosts.toml: %w", err)
+	}
+	ca := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(ca, caPEM, 0o600); err != nil {
+		return fmt.Errorf("writing %s's CA: %w", host, err)
+	}
+	toml := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n  ca = %q\n", "https://"+host, "https://"+host, ca)
+	if err := os.WriteFile(filepath.Join(dir, "hosts.toml"), []byte(toml), 0o600); err != nil {
+		return fmt.Errorf("writing hosts.toml: %w", err)
+	}
+	return nil
+}
+
 func writeYAML(path string, v any) error {
 	b, err := yaml.Marshal(v)
 	if err != nil {

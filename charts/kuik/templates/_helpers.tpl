@@ -231,3 +231,50 @@ The refusals of credentialProviders the schema cannot word clearly (and that hol
 kuik.enix.io/credential-providers-checksum: {{ include "kuik.credentialProviders.configDocument" . | sha256sum }}
 {{- end }}
 {{- end }}
+
+{{/* The extra CAs (caBundle): "true" when set; fails on a PEM that holds no certificate. */}}
+{{- define "kuik.caBundle.enabled" -}}
+{{- with .Values.caBundle }}
+{{- if and .pem .configMap.name }}
+{{- fail "caBundle.pem and caBundle.configMap.name are exclusive" }}
+{{- end }}
+{{- if and .pem (not (contains "-----BEGIN CERTIFICATE-----" .pem)) }}
+{{- fail "caBundle.pem holds no PEM certificate (-----BEGIN CERTIFICATE-----)" }}
+{{- end }}
+{{- if or .pem .configMap.name }}true{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "kuik.caBundle.configMapName" -}}
+{{- default (printf "%s-ca-bundle" (include "kuik.fullname" .)) .Values.caBundle.configMap.name }}
+{{- end }}
+
+{{/* The extra CAs as one file of /etc/ssl/certs, beside the images' bundle (a subPath mount
+leaves the directory's other files in place). */}}
+{{- define "kuik.caBundle.mount" -}}
+{{- if include "kuik.caBundle.enabled" . }}
+- name: ca-bundle
+  mountPath: /etc/ssl/certs/kuik-extra-ca.crt
+  subPath: kuik-extra-ca.crt
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{- define "kuik.caBundle.volume" -}}
+{{- if include "kuik.caBundle.enabled" . }}
+- name: ca-bundle
+  configMap:
+    name: {{ include "kuik.caBundle.configMapName" . }}
+    items:
+      - key: {{ ternary "ca.crt" .Values.caBundle.configMap.key (not .Values.caBundle.configMap.name) }}
+        path: kuik-extra-ca.crt
+{{- end }}
+{{- end }}
+
+{{/* Pod annotation rolling both components when caBundle.pem changes (a subPath mount is not
+updated in place). */}}
+{{- define "kuik.caBundle.checksum" -}}
+{{- if and (include "kuik.caBundle.enabled" .) .Values.caBundle.pem }}
+kuik.enix.io/ca-bundle-checksum: {{ .Values.caBundle.pem | sha256sum }}
+{{- end }}
+{{- end }}

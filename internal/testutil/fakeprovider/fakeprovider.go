@@ -21,6 +21,9 @@
 //   - FAKE_PROVIDER_ECHO_TOKEN: when set, the password answered is the request's token;
 //   - FAKE_PROVIDER_RECORD_ENV: names of environment variables, comma-separated, whose
 //     values each request record holds;
+//   - FAKE_PROVIDER_CHECK_URL: an https:// URL the plugin GETs (User-Agent [CheckUserAgent]) with
+//     Go's default TLS settings before it answers, failing when the call fails: proof that the
+//     plugin, as started, verifies a server's certificate with the roots it finds;
 //   - FAKE_PROVIDER_STATE_DIR: where the plugin appends each request it receives as a JSON line
 //     to requests.jsonl ([Requests]) and reads the file mode ([SetMode]): [ModeOK] (the default),
 //     [ModeFail], [ModeHang], [ModeGarbage], [ModeFlood], [ModeBlock].
@@ -59,7 +62,11 @@ const (
 	EnvRecordEnv          = "FAKE_PROVIDER_RECORD_ENV"
 	EnvStateDir           = "FAKE_PROVIDER_STATE_DIR"
 	EnvEchoToken          = "FAKE_PROVIDER_ECHO_TOKEN" //nolint:gosec // an environment variable's name, no credential
+	EnvCheckURL           = "FAKE_PROVIDER_CHECK_URL"
 )
+
+// CheckUserAgent is the User-Agent of the plugin's FAKE_PROVIDER_CHECK_URL call.
+const CheckUserAgent = "kuik-fake-provider-check"
 
 // TTLAbsent as FAKE_PROVIDER_TTL makes the plugin answer without cacheDuration.
 const TTLAbsent = "absent"

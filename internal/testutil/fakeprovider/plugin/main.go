@@ -3,11 +3,13 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,6 +64,11 @@ func run() error {
 
 	if stateDir != "" {
 		if err := record(stateDir, gvk.GroupVersion().String(), req); err != nil {
+			return err
+		}
+	}
+	if u := os.Getenv(fakeprovider.EnvCheckURL); u != "" {
+		if err := check(u); err != nil {
 			return err
 		}
 	}
@@ -181,6 +188,23 @@ func run() error {
 	}
 	_, err = os.Stdout.Write(out)
 	return err
+}
+
+// check GETs u with http.DefaultTransport: the system roots as Go finds them, nothing set.
+func check(u string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", fakeprovider.EnvCheckURL, err)
+	}
+	req.Header.Set("User-Agent", fakeprovider.CheckUserAgent)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("checking %s: %w", u, err)
+	}
+	_ = resp.Body.Close()
+	return nil
 }
 
 // record appends the request to STATE_DIR/requests.jsonl.
