@@ -192,7 +192,7 @@ func TestCRDsAreGenerated(t *testing.T) {
 func TestRenderedPolicyIsPoliciesDir(t *testing.T) {
 	// Each policy's name in the release; pod-deletes.yaml is rendered only with
 	// syncer.recreateStuckPods.enabled (the only case where the syncer may delete pods).
-	names := map[string]string{"secret-writes.yaml": "kuik-secret-writes", "pod-deletes.yaml": "kuik-pod-deletes"}
+	names := map[string]string{"secret-writes.yaml": "kuik-secret-writes", "configmap-writes.yaml": "kuik-configmap-writes", "pod-deletes.yaml": "kuik-pod-deletes"}
 	optIn := map[string]bool{"pod-deletes.yaml": true}
 	recreate := map[string]any{"recreateStuckPods": map[string]any{"enabled": true}}
 	for name, tc := range map[string]struct {
@@ -941,21 +941,27 @@ func TestTwoReleasesShareNoClusterScopedObject(t *testing.T) {
 			owner[key] = rel.Name
 		}
 		if clusterScoped < 6 {
-			t.Errorf("release %s renders %d cluster-scoped objects, want the RBAC, both webhook configurations, the policy and its binding", rel.Name, clusterScoped)
+			t.Errorf("release %s renders %d cluster-scoped objects, want the RBAC, both webhook configurations, the policies and their bindings", rel.Name, clusterScoped)
 		}
 
+		// secret-writes and configmap-writes (pod-deletes is opt-in).
 		policies, bindings := r.OfKind("ValidatingAdmissionPolicy"), r.OfKind("ValidatingAdmissionPolicyBinding")
-		if len(policies) != 1 || len(bindings) != 1 {
-			t.Fatalf("release %s renders %d policies and %d bindings, want one each", rel.Name, len(policies), len(bindings))
+		if len(policies) != 2 || len(bindings) != 2 {
+			t.Fatalf("release %s renders %d policies and %d bindings, want two each", rel.Name, len(policies), len(bindings))
 		}
-		vap := convert[admissionregistrationv1.ValidatingAdmissionPolicy](t, policies[0])
-		vapb := convert[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, bindings[0])
-		if vapb.Spec.PolicyName != vap.Name {
-			t.Errorf("release %s: the binding %s binds policy %q, want its own %q", rel.Name, vapb.Name, vapb.Spec.PolicyName, vap.Name)
-		}
-		syncer := "'system:serviceaccount:" + rel.Namespace + ":"
-		if !strings.Contains(vap.Spec.MatchConditions[0].Expression, syncer) {
-			t.Errorf("release %s: policy %s does not name a ServiceAccount of %s: %s", rel.Name, vap.Name, rel.Namespace, vap.Spec.MatchConditions[0].Expression)
+		for _, u := range policies {
+			vap := convert[admissionregistrationv1.ValidatingAdmissionPolicy](t, u)
+			b := r.Find("ValidatingAdmissionPolicyBinding", vap.Name)
+			if b == nil {
+				t.Fatalf("release %s: no binding named after its policy %s", rel.Name, vap.Name)
+			}
+			if vapb := convert[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, b); vapb.Spec.PolicyName != vap.Name {
+				t.Errorf("release %s: the binding %s binds policy %q, want its own %q", rel.Name, vapb.Name, vapb.Spec.PolicyName, vap.Name)
+			}
+			syncer := "'system:serviceaccount:" + rel.Namespace + ":"
+			if !strings.Contains(vap.Spec.MatchConditions[0].Expression, syncer) {
+				t.Errorf("release %s: policy %s does not name a ServiceAccount of %s: %s", rel.Name, vap.Name, rel.Namespace, vap.Spec.MatchConditions[0].Expression)
+			}
 		}
 		for _, u := range r.OfKind("ClusterRoleBinding") {
 			b := convert[rbacv1.ClusterRoleBinding](t, u)

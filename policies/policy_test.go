@@ -1,6 +1,7 @@
-// Package policies_test proves the kuik-secret-writes ValidatingAdmissionPolicy on a real API
-// server: the policy is rendered by the chart from policies/ (exactly what `helm install`
-// applies), and every write below goes through kube-apiserver as the identity it names.
+// Package policies_test proves the kuik-secret-writes and kuik-configmap-writes
+// ValidatingAdmissionPolicies on a real API server: the policies are rendered by the chart from
+// policies/ (exactly what `helm install` applies), and every write below goes through
+// kube-apiserver as the identity it names.
 package policies_test
 
 import (
@@ -66,8 +67,9 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, testenv.Options{GarbageCollection: true}, &cp))
 }
 
-// setup installs the CRDs, the chart's policy and binding and RBAC letting every identity of
-// the tests write Secrets, so that only the policy refuses. It runs once per test binary.
+// setup installs the CRDs, the chart's policies (secret-writes, configmap-writes) and bindings
+// and RBAC letting every identity of the tests write Secrets and ConfigMaps, so that only the
+// policies refuse. It runs once per test binary.
 func setup(t *testing.T) {
 	t.Helper()
 	if rendered != nil {
@@ -78,11 +80,12 @@ func setup(t *testing.T) {
 		t.Fatal(err)
 	}
 	objs := append([]*unstructured.Unstructured{}, r.CRDs...)
-	objs = append(objs,
-		r.Find("ValidatingAdmissionPolicy", policyName),
-		r.Find("ValidatingAdmissionPolicyBinding", policyName))
-	if objs[len(objs)-1] == nil || objs[len(objs)-2] == nil {
-		t.Fatalf("the chart renders no %s policy and binding", policyName)
+	for _, name := range []string{policyName, configMapPolicyName} {
+		p, b := r.Find("ValidatingAdmissionPolicy", name), r.Find("ValidatingAdmissionPolicyBinding", name)
+		if p == nil || b == nil {
+			t.Fatalf("the chart renders no %s policy and binding", name)
+		}
+		objs = append(objs, p, b)
 	}
 	if err := testenv.Apply(t.Context(), cp.Config(), objs); err != nil {
 		t.Fatal(err)
@@ -93,6 +96,7 @@ func setup(t *testing.T) {
 	}
 	grantSecretWrites(t, cs)
 	waitBound(t, policyName)
+	waitConfigMapPolicyBound(t)
 	rendered = r
 }
 
@@ -101,7 +105,7 @@ func grantSecretWrites(t *testing.T, cs kubernetes.Interface) {
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "policy-test-secret-writer"},
 		Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{""}, Resources: []string{"secrets"},
+			APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"},
 			Verbs: []string{"get", "create", "update", "patch", "delete"},
 		}},
 	}
