@@ -190,7 +190,7 @@ func TestRetentionRecordMatrix(t *testing.T) {
 			_, err := cs.CoreV1().ConfigMaps(releaseNamespace).Create(ctx, cm, metav1.CreateOptions{})
 			return err
 		}},
-		"the kuik webhook creates a retention record":   {by: asWebhook, write: create(plainConfigMap("kuik-retain-imagealternative-a", managed), releaseNamespace), want: msgCMReserved},
+		"the kuik webhook creates a retention record":  {by: asWebhook, write: create(plainConfigMap("kuik-retain-imagealternative-a", managed), releaseNamespace), want: msgCMReserved},
 		"garbage collector creates a retention record": {by: asGC, write: create(plainConfigMap("kuik-retain-imagealternative-a", managed), releaseNamespace), want: msgCMReserved},
 		"cluster admin changes the data": func() tc {
 			w, s := update(func(cm *corev1.ConfigMap) { cm.Data["victim-namespace"] = `{"quay.io/acme/foo":{"live":true}}` })

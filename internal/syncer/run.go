@@ -140,10 +140,9 @@ func newManager(ctx context.Context, restConfig *rest.Config, opts Options) (man
 	}
 	if opts.MissedPulls != nil {
 		mp := *opts.MissedPulls
+		// mp.NodeProviders are the nodes' providers as the webhook is given them, never the
+		// plugins the syncer runs (the nodes may not run them: sameAsNodes false).
 		mp.ClusterResourceNamespace = opts.ClusterResourceNamespace
-		if mp.NodeProviders == nil && opts.Plugins != nil {
-			mp.NodeProviders = opts.Plugins.Config()
-		}
 		if err := mgr.Add(missedpulls.New(mp, mgr.GetCache(), cs.CoreV1(), recorder)); err != nil {
 			return nil, nil, fmt.Errorf("adding the missed-pull controller: %w", err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/enix/kuik/internal/missedpulls"
+	"github.com/enix/kuik/internal/probe"
 	"github.com/enix/kuik/internal/syncer"
 )
 
@@ -60,6 +61,7 @@ func TestFlagDefaults(t *testing.T) {
 	}}
 	want.Missed = MissedPullFlags{Enabled: true, Options: missedpulls.Options{
 		StuckPodAge: missedpulls.DefaultStuckPodAge, RecreateRate: missedpulls.DefaultRecreateRate, RecreateBurst: missedpulls.DefaultRecreateBurst,
+		ProbeTimeout: probe.DefaultTimeout, ProbeTTL: probe.DefaultTTL,
 	}}
 	want.MissedPulls = &want.Missed.Options
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -108,6 +110,7 @@ func TestFlags(t *testing.T) {
 	}}
 	want.Missed = MissedPullFlags{Enabled: true, Options: missedpulls.Options{
 		StuckPodAge: missedpulls.DefaultStuckPodAge, RecreateRate: missedpulls.DefaultRecreateRate, RecreateBurst: missedpulls.DefaultRecreateBurst,
+		ProbeTimeout: probe.DefaultTimeout, ProbeTTL: probe.DefaultTTL,
 	}}
 	want.MissedPulls = &want.Missed.Options
 	if diff := cmp.Diff(want, got); diff != "" {
