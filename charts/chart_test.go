@@ -90,8 +90,9 @@ var valueSets = map[string]map[string]any{
 		"imagePullSecret":  map[string]any{"create": true, "registry": "registry.example.com", "username": "u", "password": "p"},
 		"imagePullSecrets": []any{"shared", map[string]any{"name": "other"}},
 		"metrics":          map[string]any{"serviceMonitor": map[string]any{"enabled": true, "interval": "30s"}},
-		"syncer":           map[string]any{"replicaCount": 2},
-		"webhook":          map[string]any{"replicaCount": 3, "mutating": map[string]any{"excludeNamespaces": []any{"monitoring"}}},
+		"syncer": map[string]any{"replicaCount": 2,
+			"missedPulls": map[string]any{"enabled": true}, "recreateStuckPods": map[string]any{"enabled": true}},
+		"webhook": map[string]any{"replicaCount": 3, "mutating": map[string]any{"excludeNamespaces": []any{"monitoring"}}},
 	},
 }
 
@@ -110,11 +111,12 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 	for name, values := range map[string]map[string]any{
 		"a probe timeout the webhook timeout cannot cover": {"webhook": map[string]any{"probeTimeoutSeconds": 30}},
 		"a misspelt key": {"webhok": map[string]any{}},
-		"a ServiceAccount name that is not a DNS label": {"serviceAccount": map[string]any{"syncerName": "kuik'||true||'"}},
-		"an unknown failure policy":                     {"webhook": map[string]any{"mutating": map[string]any{"failurePolicy": "Maybe"}}},
-		"a pull Secret to create without a password":    {"imagePullSecret": map[string]any{"create": true, "registry": "r.example.com", "username": "u"}},
-		"a duration that is not one":                    {"syncer": map[string]any{"retention": "15 minutes"}},
-		"several syncers without leader election":       {"syncer": map[string]any{"replicaCount": 2, "leaderElection": false}},
+		"a ServiceAccount name that is not a DNS label":      {"serviceAccount": map[string]any{"syncerName": "kuik'||true||'"}},
+		"an unknown failure policy":                          {"webhook": map[string]any{"mutating": map[string]any{"failurePolicy": "Maybe"}}},
+		"a pull Secret to create without a password":         {"imagePullSecret": map[string]any{"create": true, "registry": "r.example.com", "username": "u"}},
+		"a duration that is not one":                         {"syncer": map[string]any{"retention": "15 minutes"}},
+		"several syncers without leader election":            {"syncer": map[string]any{"replicaCount": 2, "leaderElection": false}},
+		"stuck pods recreated without the missed-pull watch": {"syncer": map[string]any{"recreateStuckPods": map[string]any{"enabled": true}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := renderErr(values)
@@ -194,7 +196,7 @@ func TestRenderedPolicyIsPoliciesDir(t *testing.T) {
 	// syncer.recreateStuckPods.enabled (the only case where the syncer may delete pods).
 	names := map[string]string{"secret-writes.yaml": "kuik-secret-writes", "configmap-writes.yaml": "kuik-configmap-writes", "pod-deletes.yaml": "kuik-pod-deletes"}
 	optIn := map[string]bool{"pod-deletes.yaml": true}
-	recreate := map[string]any{"recreateStuckPods": map[string]any{"enabled": true}}
+	recreate := map[string]any{"missedPulls": map[string]any{"enabled": true}, "recreateStuckPods": map[string]any{"enabled": true}}
 	for name, tc := range map[string]struct {
 		values   map[string]any
 		sa       string
@@ -368,11 +370,10 @@ func TestSyncerReadsSecretsOnlyInItsNamespace(t *testing.T) {
 	}{
 		{"", "kuik.enix.io", "imagealternatives/status", []string{"patch"}},
 		{"", "kuik.enix.io", "imagemirrors/status", []string{"patch"}},
-		// Missed pulls (syncer.missedPulls.enabled, the default): the kubelet's image-pull
-		// failures watched, ImagePullMissedRouting on pods everywhere, each failing pod read by
-		// name; no pod deleted unless syncer.recreateStuckPods.enabled.
-		{"", "", "events", []string{"list", "watch", "create", "patch"}},
-		{"", "", "pods", []string{"get", "list", "watch"}},
+		// No event read and no pod get by default: those come with syncer.missedPulls.enabled
+		// (TestMissedPullsRightsAndFlags).
+		{"", "", "events", nil},
+		{"", "", "pods", []string{"list", "watch"}},
 		{"", "events.k8s.io", "events", nil},
 		{metav1.NamespaceDefault, "", "events", []string{"create", "patch"}},
 		{metav1.NamespaceDefault, "events.k8s.io", "events", nil},

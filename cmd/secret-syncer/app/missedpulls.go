@@ -23,8 +23,8 @@ type MissedPullFlags struct {
 }
 
 func (m *MissedPullFlags) bind(f *pflag.FlagSet) {
-	f.BoolVar(&m.Enabled, "missed-pulls", true,
-		"watch the kubelet's image-pull failure events and report (ImagePullMissedRouting) the pods failing to pull an image a routing resource routes to an available candidate now")
+	f.BoolVar(&m.Enabled, "missed-pulls", false,
+		"watch the kubelet's image-pull failure events and report (ImagePullMissedRouting) the pods failing to pull an image a routing resource routes to an available candidate now (needs list/watch on events cluster-wide, get on pods, create/patch on events everywhere, and egress to the registries)")
 	f.BoolVar(&m.AllowDelete, "recreate-stuck-pods", false,
 		"delete such pods, when a controller owns them and their routing resource has spec.recreateStuckPods, so that their controller recreates them through the webhook (needs delete on pods)")
 	f.DurationVar(&m.StuckPodAge, "stuck-pod-age", missedpulls.DefaultStuckPodAge,

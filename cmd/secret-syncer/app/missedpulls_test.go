@@ -12,7 +12,7 @@ import (
 )
 
 func TestMissedPullFlags(t *testing.T) {
-	got, called, err := execute(t, "--recreate-stuck-pods", "--stuck-pod-age=30s", "--stuck-pod-recreate-rate=0.5",
+	got, called, err := execute(t, "--missed-pulls", "--recreate-stuck-pods", "--stuck-pod-age=30s", "--stuck-pod-recreate-rate=0.5",
 		"--stuck-pod-recreate-burst=3", "--missed-pulls-exclude-namespaces=infra,ops", "--probe-timeout=5s", "--cache-ttl=1m")
 	if err != nil || !called {
 		t.Fatalf("called %v, err %v", called, err)
@@ -27,6 +27,11 @@ func TestMissedPullFlags(t *testing.T) {
 	if err != nil || !called || got.MissedPulls != nil {
 		t.Errorf("--missed-pulls=false: called %v, err %v, options %+v; want the controller off", called, err, got.MissedPulls)
 	}
+	// Off by default: it needs rights (events cluster-wide) and egress (registries) of its own.
+	got, called, err = execute(t)
+	if err != nil || !called || got.MissedPulls != nil {
+		t.Errorf("no flag: called %v, err %v, options %+v; want the controller off", called, err, got.MissedPulls)
+	}
 }
 
 func TestInvalidMissedPullFlagsDoNotRun(t *testing.T) {
@@ -40,7 +45,7 @@ func TestInvalidMissedPullFlagsDoNotRun(t *testing.T) {
 		"deletes without the watch": {[]string{"--missed-pulls=false", "--recreate-stuck-pods"}, "--recreate-stuck-pods needs --missed-pulls"},
 		"a zero probe timeout":      {[]string{"--probe-timeout=0s"}, "--probe-timeout must be positive"},
 		"a negative cache TTL":      {[]string{"--cache-ttl=-1s"}, "--cache-ttl must not be negative"},
-		"a missing node configuration": {[]string{"--node-credential-provider-config=/nonexistent/config.yaml"},
+		"a missing node configuration": {[]string{"--missed-pulls", "--node-credential-provider-config=/nonexistent/config.yaml"},
 			"--node-credential-provider-config"},
 	}
 	for name, tc := range tests {
@@ -55,7 +60,7 @@ func TestInvalidMissedPullFlagsDoNotRun(t *testing.T) {
 
 // The probe settings are the webhook's flags, with the webhook's defaults (one constant each).
 func TestMissedPullProbeDefaultsAreTheWebhooks(t *testing.T) {
-	got, _, err := execute(t)
+	got, _, err := execute(t, "--missed-pulls")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +85,7 @@ func TestMissedPullNodeProvidersAreTheWebhooks(t *testing.T) {
 		"the syncer's plugins, the nodes' too": {args: []string{"--image-credential-provider-config=" + config, "--image-credential-provider-bin-dir=" + binDir, "--node-credential-provider-config=" + config}, want: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got, called, err := execute(t, tc.args...)
+			got, called, err := execute(t, append([]string{"--missed-pulls"}, tc.args...)...)
 			if err != nil || !called {
 				t.Fatalf("called %v, err %v", called, err)
 			}
