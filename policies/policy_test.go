@@ -592,9 +592,9 @@ func TestEvaluationErrorsNeverReachUnrelatedWrites(t *testing.T) {
 }
 
 // kube-controller-manager's validatingadmissionpolicy-status-controller type-checks the
-// policy's expressions against the Secret schema; a warning there means an expression refers
+// policies' expressions against the Secret and ConfigMap schemas; a warning there means an expression refers
 // to a field or type Secrets do not have. (An optional selection, `.?field`, is not checked:
-// a misspelt one reads as absent. Each of them is covered by a case of TestAttackMatrix whose
+// a misspelt one reads as absent. Each of them is covered by a case of TestAttackMatrix or TestRetentionRecordMatrix whose
 // answer would flip.) The
 // harness runs only the garbage collector and the namespace controller, so this test runs
 // that controller itself, as a second kube-controller-manager.
@@ -621,20 +621,22 @@ func TestPolicyTypeChecks(t *testing.T) {
 			t.Logf("kube-controller-manager logs:\n%s", logs.String())
 		}
 	})
-	var got *admissionregistrationv1.ValidatingAdmissionPolicy
-	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		var err error
-		got, err = admin(t).AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, policyName, metav1.GetOptions{})
-		return err == nil && got.Status.ObservedGeneration == got.Generation && got.Status.TypeChecking != nil, err
-	})
-	if err != nil {
-		t.Fatalf("policy status never observed its generation: %v", err)
-	}
-	if w := got.Status.TypeChecking.ExpressionWarnings; len(w) != 0 {
-		t.Errorf("type-checking warnings: %+v", w)
-	}
-	if *got.Spec.FailurePolicy != admissionregistrationv1.Fail {
-		t.Errorf("failurePolicy = %s, want Fail", *got.Spec.FailurePolicy)
+	for _, name := range []string{policyName, configMapPolicyName} {
+		var got *admissionregistrationv1.ValidatingAdmissionPolicy
+		err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			var err error
+			got, err = admin(t).AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
+			return err == nil && got.Status.ObservedGeneration == got.Generation && got.Status.TypeChecking != nil, err
+		})
+		if err != nil {
+			t.Fatalf("policy %s's status never observed its generation: %v", name, err)
+		}
+		if w := got.Status.TypeChecking.ExpressionWarnings; len(w) != 0 {
+			t.Errorf("policy %s: type-checking warnings: %+v", name, w)
+		}
+		if *got.Spec.FailurePolicy != admissionregistrationv1.Fail {
+			t.Errorf("policy %s: failurePolicy = %s, want Fail", name, *got.Spec.FailurePolicy)
+		}
 	}
 }
 
