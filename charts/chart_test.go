@@ -146,7 +146,8 @@ func TestRenderDefaults(t *testing.T) {
 		"Secret/kuik-webhook-tls",
 		"Service/kuik-secret-syncer-metrics", "Service/kuik-webhook", "Service/kuik-webhook-metrics",
 		"ServiceAccount/kuik-secret-syncer", "ServiceAccount/kuik-webhook",
-		"ValidatingAdmissionPolicy/kuik-secret-writes", "ValidatingAdmissionPolicyBinding/kuik-secret-writes",
+		"ValidatingAdmissionPolicy/kuik-configmap-writes", "ValidatingAdmissionPolicy/kuik-secret-writes",
+		"ValidatingAdmissionPolicyBinding/kuik-configmap-writes", "ValidatingAdmissionPolicyBinding/kuik-secret-writes",
 		"ValidatingWebhookConfiguration/kuik-webhook",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -815,14 +816,16 @@ func TestPackagedChartRendersThePolicy(t *testing.T) {
 	}
 	want := render(t, nil)
 	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
-		var g *unstructured.Unstructured
-		for _, o := range got {
-			if o.GetKind() == kind {
-				g = o
+		for _, name := range []string{"kuik-secret-writes", "kuik-configmap-writes"} {
+			var g *unstructured.Unstructured
+			for _, o := range got {
+				if o.GetKind() == kind && o.GetName() == name {
+					g = o
+				}
 			}
-		}
-		if diff := cmp.Diff(want.Find(kind, "kuik-secret-writes"), g); diff != "" {
-			t.Errorf("packaged chart's %s (-dir +packaged):\n%s", kind, diff)
+			if diff := cmp.Diff(want.Find(kind, name), g); diff != "" {
+				t.Errorf("packaged chart's %s %s (-dir +packaged):\n%s", kind, name, diff)
+			}
 		}
 	}
 	if len(packaged.CRDObjects()) != 2 {
