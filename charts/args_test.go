@@ -15,6 +15,7 @@ import (
 
 	syncerapp "github.com/enix/kuik/cmd/secret-syncer/app"
 	webhookapp "github.com/enix/kuik/cmd/webhook/app"
+	"github.com/enix/kuik/internal/probe"
 )
 
 // The Deployments' args are parsed by the binaries' own commands: a flag the chart passes that a
@@ -76,38 +77,7 @@ func TestCredentialProviderArgsParseWithTheBinaries(t *testing.T) {
 			cm := convert[corev1.ConfigMap](t, r.Find("ConfigMap", providersConfigMap))
 			p := providerDeployments(t, r)
 			root := t.TempDir()
-			// podArgs lays out the files the container's flags name and returns the args with
-			// their paths below root.
-			podArgs := func(d *appsv1.Deployment) []string {
-				t.Helper()
-				c := d.Spec.Template.Spec.Containers[0]
-				var args []string
-				for _, a := range c.Args {
-					for _, f := range []string{configFlag, binDirFlag} {
-						v, ok := strings.CutPrefix(a, f)
-						if !ok {
-							continue
-						}
-						m, vol, rel := mountOf(t, d.Spec.Template.Spec, c, v)
-						host := filepath.Join(root, d.Name, v)
-						switch {
-						case vol.ConfigMap != nil:
-							for _, item := range vol.ConfigMap.Items {
-								if item.Path == rel {
-									writeFile(t, host, cm.Data[item.Key], 0o644)
-								}
-							}
-						case f == binDirFlag:
-							writeFile(t, filepath.Join(host, "ecr-credential-provider"), "#!/bin/sh\nexit 1\n", 0o755)
-						default:
-							t.Fatalf("%s: %s is on mount %+v of volume %+v", d.Name, v, m, vol)
-						}
-						a = f + host
-					}
-					args = append(args, a)
-				}
-				return args
-			}
+			podArgs := func(d *appsv1.Deployment) []string { t.Helper(); return podArgsBelow(t, root, cm, d) }
 
 			args := podArgs(p.syncer)
 			var s syncerapp.Options
@@ -148,6 +118,40 @@ func TestCredentialProviderArgsParseWithTheBinaries(t *testing.T) {
 	}
 }
 
+// podArgsBelow lays out below root the files the flags of d's container name (the ConfigMap's
+// items at their mount, a provider binary in the bin dir) and returns its args with their
+// paths moved there.
+func podArgsBelow(t *testing.T, root string, cm *corev1.ConfigMap, d *appsv1.Deployment) []string {
+	t.Helper()
+	c := d.Spec.Template.Spec.Containers[0]
+	var args []string
+	for _, a := range c.Args {
+		for _, f := range []string{configFlag, binDirFlag, nodeConfigFlag} {
+			v, ok := strings.CutPrefix(a, f)
+			if !ok {
+				continue
+			}
+			m, vol, rel := mountOf(t, d.Spec.Template.Spec, c, v)
+			host := filepath.Join(root, d.Name, v)
+			switch {
+			case vol.ConfigMap != nil:
+				for _, item := range vol.ConfigMap.Items {
+					if item.Path == rel {
+						writeFile(t, host, cm.Data[item.Key], 0o644)
+					}
+				}
+			case f == binDirFlag:
+				writeFile(t, filepath.Join(host, "ecr-credential-provider"), "#!/bin/sh\nexit 1\n", 0o755)
+			default:
+				t.Fatalf("%s: %s is on mount %+v of volume %+v", d.Name, v, m, vol)
+			}
+			a = f + host
+		}
+		args = append(args, a)
+	}
+	return args
+}
+
 func writeFile(t *testing.T, name, content string, mode os.FileMode) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
@@ -185,5 +189,86 @@ func TestWebhookLoggingFlagsThroughExtraArgs(t *testing.T) {
 	}
 	if !logger.V(2).Enabled() || logger.V(3).Enabled() {
 		t.Errorf("with -v=2, V(2) enabled = %v, V(3) = %v", logger.V(2).Enabled(), logger.V(3).Enabled())
+	}
+}
+
+// The secret-syncer's missed-pull decisions make the webhook's decision again, so they take the
+// webhook's inputs from the same values: webhook.probeTimeoutSeconds, webhook.cacheTTL and
+// (with credentialProviders.sameAsNodes) the nodes' providers, each parsed by both binaries'
+// own commands. With sameAsNodes false neither counts the nodes' providers, though the syncer
+// still runs the plugins.
+func TestWebhookAndMissedPullsDecideFromTheSameValues(t *testing.T) {
+	for name, tc := range map[string]struct {
+		sameAsNodes bool
+	}{
+		"the nodes run the providers":     {sameAsNodes: true},
+		"only the secret-syncer has them": {sameAsNodes: false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			values := providerValues(hostPathBinDir)
+			values["credentialProviders"].(map[string]any)["sameAsNodes"] = tc.sameAsNodes
+			values["webhook"] = map[string]any{"probeTimeoutSeconds": 7, "cacheTTL": "45s"}
+			values["syncer"] = map[string]any{"missedPulls": map[string]any{"enabled": true}}
+			r := render(t, values)
+			cm := convert[corev1.ConfigMap](t, r.Find("ConfigMap", providersConfigMap))
+			p := providerDeployments(t, r)
+			root := t.TempDir()
+
+			var w webhookapp.Options
+			wcmd := webhookapp.NewCommand(
+				func(_ context.Context, o webhookapp.Options) error { w = o; return nil },
+				func(context.Context, webhookapp.CandidatesOptions) error { return nil },
+			)
+			wcmd.SetArgs(podArgsBelow(t, root, cm, p.webhook))
+			if err := wcmd.ExecuteContext(t.Context()); err != nil {
+				t.Fatalf("webhook args: %v", err)
+			}
+			var s syncerapp.Options
+			scmd := syncerapp.NewCommand(func(_ context.Context, o syncerapp.Options) error { s = o; return nil })
+			scmd.SetArgs(podArgsBelow(t, root, cm, p.syncer))
+			if err := scmd.ExecuteContext(t.Context()); err != nil {
+				t.Fatalf("secret-syncer args: %v", err)
+			}
+			if s.MissedPulls == nil {
+				t.Fatal("missed pulls are off")
+			}
+			if w.ProbeTimeout != 7*time.Second || s.MissedPulls.ProbeTimeout != w.ProbeTimeout {
+				t.Errorf("probe timeout: webhook %s, secret-syncer %s; want 7s both", w.ProbeTimeout, s.MissedPulls.ProbeTimeout)
+			}
+			if w.CacheTTL != 45*time.Second || s.MissedPulls.ProbeTTL != w.CacheTTL {
+				t.Errorf("probe cache TTL: webhook %s, secret-syncer %s; want 45s both", w.CacheTTL, s.MissedPulls.ProbeTTL)
+			}
+			webhookNodes := w.CredentialProviders != nil && w.CredentialProviders.Provider("ecr-credential-provider") != nil
+			syncerNodes := s.MissedPulls.NodeProviders != nil && s.MissedPulls.NodeProviders.Provider("ecr-credential-provider") != nil
+			if webhookNodes != tc.sameAsNodes || syncerNodes != tc.sameAsNodes {
+				t.Errorf("the nodes' ecr-credential-provider counted by the webhook: %v, by the missed-pull decisions: %v; want %v both", webhookNodes, syncerNodes, tc.sameAsNodes)
+			}
+			if s.Plugins == nil {
+				t.Error("the secret-syncer runs no plugins")
+			}
+		})
+	}
+}
+
+// One Go default each: the two binaries' probe flags have the same names and defaults, so a
+// syncer run without the chart decides as a webhook run without it.
+func TestProbeFlagDefaultsAreSharedByBothBinaries(t *testing.T) {
+	w := webhookapp.NewCommand(
+		func(context.Context, webhookapp.Options) error { return nil },
+		func(context.Context, webhookapp.CandidatesOptions) error { return nil },
+	).Flags()
+	s := syncerapp.NewCommand(func(context.Context, syncerapp.Options) error { return nil }).Flags()
+	for flag, want := range map[string]string{"probe-timeout": probe.DefaultTimeout.String(), "cache-ttl": probe.DefaultTTL.String()} {
+		wf, sf := w.Lookup(flag), s.Lookup(flag)
+		if wf == nil || sf == nil {
+			t.Errorf("--%s: webhook %v, secret-syncer %v; want both", flag, wf, sf)
+			continue
+		}
+		if wf.DefValue != want || sf.DefValue != want {
+			t.Errorf("--%s defaults: webhook %s, secret-syncer %s; want %s both", flag, wf.DefValue, sf.DefValue, want)
+		}
+	}
+	if wf, sf := w.Lookup("image-credential-provider-config"), s.Lookup("node-credential-provider-config"); wf == nil || sf == nil || wf.DefValue != "" || sf.DefValue != "" {
+		t.Errorf("the nodes' providers: webhook --image-credential-provider-config %v, secret-syncer --node-credential-provider-config %v; want both, empty by default", wf, sf)
 	}
 }

@@ -90,8 +90,9 @@ var valueSets = map[string]map[string]any{
 		"imagePullSecret":  map[string]any{"create": true, "registry": "registry.example.com", "username": "u", "password": "p"},
 		"imagePullSecrets": []any{"shared", map[string]any{"name": "other"}},
 		"metrics":          map[string]any{"serviceMonitor": map[string]any{"enabled": true, "interval": "30s"}},
-		"syncer":           map[string]any{"replicaCount": 2},
-		"webhook":          map[string]any{"replicaCount": 3, "mutating": map[string]any{"excludeNamespaces": []any{"monitoring"}}},
+		"syncer": map[string]any{"replicaCount": 2,
+			"missedPulls": map[string]any{"enabled": true}, "recreateStuckPods": map[string]any{"enabled": true}},
+		"webhook": map[string]any{"replicaCount": 3, "mutating": map[string]any{"excludeNamespaces": []any{"monitoring"}}},
 	},
 }
 
@@ -110,11 +111,12 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 	for name, values := range map[string]map[string]any{
 		"a probe timeout the webhook timeout cannot cover": {"webhook": map[string]any{"probeTimeoutSeconds": 30}},
 		"a misspelt key": {"webhok": map[string]any{}},
-		"a ServiceAccount name that is not a DNS label": {"serviceAccount": map[string]any{"syncerName": "kuik'||true||'"}},
-		"an unknown failure policy":                     {"webhook": map[string]any{"mutating": map[string]any{"failurePolicy": "Maybe"}}},
-		"a pull Secret to create without a password":    {"imagePullSecret": map[string]any{"create": true, "registry": "r.example.com", "username": "u"}},
-		"a duration that is not one":                    {"syncer": map[string]any{"retention": "15 minutes"}},
-		"several syncers without leader election":       {"syncer": map[string]any{"replicaCount": 2, "leaderElection": false}},
+		"a ServiceAccount name that is not a DNS label":      {"serviceAccount": map[string]any{"syncerName": "kuik'||true||'"}},
+		"an unknown failure policy":                          {"webhook": map[string]any{"mutating": map[string]any{"failurePolicy": "Maybe"}}},
+		"a pull Secret to create without a password":         {"imagePullSecret": map[string]any{"create": true, "registry": "r.example.com", "username": "u"}},
+		"a duration that is not one":                         {"syncer": map[string]any{"retention": "15 minutes"}},
+		"several syncers without leader election":            {"syncer": map[string]any{"replicaCount": 2, "leaderElection": false}},
+		"stuck pods recreated without the missed-pull watch": {"syncer": map[string]any{"recreateStuckPods": map[string]any{"enabled": true}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := renderErr(values)
@@ -144,7 +146,8 @@ func TestRenderDefaults(t *testing.T) {
 		"Secret/kuik-webhook-tls",
 		"Service/kuik-secret-syncer-metrics", "Service/kuik-webhook", "Service/kuik-webhook-metrics",
 		"ServiceAccount/kuik-secret-syncer", "ServiceAccount/kuik-webhook",
-		"ValidatingAdmissionPolicy/kuik-secret-writes", "ValidatingAdmissionPolicyBinding/kuik-secret-writes",
+		"ValidatingAdmissionPolicy/kuik-configmap-writes", "ValidatingAdmissionPolicy/kuik-secret-writes",
+		"ValidatingAdmissionPolicyBinding/kuik-configmap-writes", "ValidatingAdmissionPolicyBinding/kuik-secret-writes",
 		"ValidatingWebhookConfiguration/kuik-webhook",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -192,9 +195,9 @@ func TestCRDsAreGenerated(t *testing.T) {
 func TestRenderedPolicyIsPoliciesDir(t *testing.T) {
 	// Each policy's name in the release; pod-deletes.yaml is rendered only with
 	// syncer.recreateStuckPods.enabled (the only case where the syncer may delete pods).
-	names := map[string]string{"secret-writes.yaml": "kuik-secret-writes", "pod-deletes.yaml": "kuik-pod-deletes"}
+	names := map[string]string{"secret-writes.yaml": "kuik-secret-writes", "configmap-writes.yaml": "kuik-configmap-writes", "pod-deletes.yaml": "kuik-pod-deletes"}
 	optIn := map[string]bool{"pod-deletes.yaml": true}
-	recreate := map[string]any{"recreateStuckPods": map[string]any{"enabled": true}}
+	recreate := map[string]any{"missedPulls": map[string]any{"enabled": true}, "recreateStuckPods": map[string]any{"enabled": true}}
 	for name, tc := range map[string]struct {
 		values   map[string]any
 		sa       string
@@ -368,11 +371,10 @@ func TestSyncerReadsSecretsOnlyInItsNamespace(t *testing.T) {
 	}{
 		{"", "kuik.enix.io", "imagealternatives/status", []string{"patch"}},
 		{"", "kuik.enix.io", "imagemirrors/status", []string{"patch"}},
-		// Missed pulls (syncer.missedPulls.enabled, the default): the kubelet's image-pull
-		// failures watched, ImagePullMissedRouting on pods everywhere, each failing pod read by
-		// name; no pod deleted unless syncer.recreateStuckPods.enabled.
-		{"", "", "events", []string{"list", "watch", "create", "patch"}},
-		{"", "", "pods", []string{"get", "list", "watch"}},
+		// No event read and no pod get by default: those come with syncer.missedPulls.enabled
+		// (TestMissedPullsRightsAndFlags).
+		{"", "", "events", nil},
+		{"", "", "pods", []string{"list", "watch"}},
 		{"", "events.k8s.io", "events", nil},
 		{metav1.NamespaceDefault, "", "events", []string{"create", "patch"}},
 		{metav1.NamespaceDefault, "events.k8s.io", "events", nil},
@@ -814,14 +816,16 @@ func TestPackagedChartRendersThePolicy(t *testing.T) {
 	}
 	want := render(t, nil)
 	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
-		var g *unstructured.Unstructured
-		for _, o := range got {
-			if o.GetKind() == kind {
-				g = o
+		for _, name := range []string{"kuik-secret-writes", "kuik-configmap-writes"} {
+			var g *unstructured.Unstructured
+			for _, o := range got {
+				if o.GetKind() == kind && o.GetName() == name {
+					g = o
+				}
 			}
-		}
-		if diff := cmp.Diff(want.Find(kind, "kuik-secret-writes"), g); diff != "" {
-			t.Errorf("packaged chart's %s (-dir +packaged):\n%s", kind, diff)
+			if diff := cmp.Diff(want.Find(kind, name), g); diff != "" {
+				t.Errorf("packaged chart's %s %s (-dir +packaged):\n%s", kind, name, diff)
+			}
 		}
 	}
 	if len(packaged.CRDObjects()) != 2 {
@@ -941,21 +945,27 @@ func TestTwoReleasesShareNoClusterScopedObject(t *testing.T) {
 			owner[key] = rel.Name
 		}
 		if clusterScoped < 6 {
-			t.Errorf("release %s renders %d cluster-scoped objects, want the RBAC, both webhook configurations, the policy and its binding", rel.Name, clusterScoped)
+			t.Errorf("release %s renders %d cluster-scoped objects, want the RBAC, both webhook configurations, the policies and their bindings", rel.Name, clusterScoped)
 		}
 
+		// secret-writes and configmap-writes (pod-deletes is opt-in).
 		policies, bindings := r.OfKind("ValidatingAdmissionPolicy"), r.OfKind("ValidatingAdmissionPolicyBinding")
-		if len(policies) != 1 || len(bindings) != 1 {
-			t.Fatalf("release %s renders %d policies and %d bindings, want one each", rel.Name, len(policies), len(bindings))
+		if len(policies) != 2 || len(bindings) != 2 {
+			t.Fatalf("release %s renders %d policies and %d bindings, want two each", rel.Name, len(policies), len(bindings))
 		}
-		vap := convert[admissionregistrationv1.ValidatingAdmissionPolicy](t, policies[0])
-		vapb := convert[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, bindings[0])
-		if vapb.Spec.PolicyName != vap.Name {
-			t.Errorf("release %s: the binding %s binds policy %q, want its own %q", rel.Name, vapb.Name, vapb.Spec.PolicyName, vap.Name)
-		}
-		syncer := "'system:serviceaccount:" + rel.Namespace + ":"
-		if !strings.Contains(vap.Spec.MatchConditions[0].Expression, syncer) {
-			t.Errorf("release %s: policy %s does not name a ServiceAccount of %s: %s", rel.Name, vap.Name, rel.Namespace, vap.Spec.MatchConditions[0].Expression)
+		for _, u := range policies {
+			vap := convert[admissionregistrationv1.ValidatingAdmissionPolicy](t, u)
+			b := r.Find("ValidatingAdmissionPolicyBinding", vap.Name)
+			if b == nil {
+				t.Fatalf("release %s: no binding named after its policy %s", rel.Name, vap.Name)
+			}
+			if vapb := convert[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, b); vapb.Spec.PolicyName != vap.Name {
+				t.Errorf("release %s: the binding %s binds policy %q, want its own %q", rel.Name, vapb.Name, vapb.Spec.PolicyName, vap.Name)
+			}
+			syncer := "'system:serviceaccount:" + rel.Namespace + ":"
+			if !strings.Contains(vap.Spec.MatchConditions[0].Expression, syncer) {
+				t.Errorf("release %s: policy %s does not name a ServiceAccount of %s: %s", rel.Name, vap.Name, rel.Namespace, vap.Spec.MatchConditions[0].Expression)
+			}
 		}
 		for _, u := range r.OfKind("ClusterRoleBinding") {
 			b := convert[rbacv1.ClusterRoleBinding](t, u)

@@ -23,6 +23,9 @@ const (
 	providersConfigMap = "kuik-credential-providers"
 	configFlag         = "--image-credential-provider-config="
 	binDirFlag         = "--image-credential-provider-bin-dir="
+	// nodeConfigFlag is the secret-syncer's copy of the webhook's configFlag: the nodes'
+	// providers, for its missed-pull decisions.
+	nodeConfigFlag = "--node-credential-provider-config="
 )
 
 // ecrProvider is the EKS AMI's provider entry (nodeadm's template), as a user copies it.

@@ -193,12 +193,12 @@ func TestInstall(t *testing.T) {
 			{syncer, "list", "", "secrets", ns, true},
 			{syncer, "watch", "", "secrets", ns, true},
 			{syncer, "watch", "", "pods", "", true},
-			// Missed pulls (the default): a failing pod read by name; deleted only with
-			// syncer.recreateStuckPods.enabled.
-			{syncer, "get", "", "pods", "default", true},
+			// Missed pulls are off by default: no pod read by name, no event read.
+			{syncer, "get", "", "pods", "default", false},
 			{syncer, "delete", "", "pods", "default", false},
 			{syncer, "update", "", "pods", "default", false},
-			{syncer, "watch", "", "events", "", true},
+			{syncer, "watch", "", "events", "", false},
+			{syncer, "list", "", "events", "team-a", false},
 			{syncer, "watch", "kuik.enix.io", "imagealternatives", "", true},
 			{syncer, "update", "kuik.enix.io", "imagealternatives", "", false},
 			{syncer, "patch", "", "events", "default", true},

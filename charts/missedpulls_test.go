@@ -10,9 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// The secret-syncer's rights and flags for missed pulls: events and pod reads by default; pod
-// deletes only with syncer.recreateStuckPods.enabled (with the pod-deletes policy, see
-// TestRenderedPolicyIsPoliciesDir); nothing of either with syncer.missedPulls.enabled false.
+// The secret-syncer's rights and flags for missed pulls: nothing by default (the chart README's
+// upgrade notes say what each value grants); events and pod reads with
+// syncer.missedPulls.enabled; pod deletes only with syncer.recreateStuckPods.enabled too (with
+// the pod-deletes policy, see TestRenderedPolicyIsPoliciesDir).
 func TestMissedPullsRightsAndFlags(t *testing.T) {
 	podVerbs := func(rules []rbacv1.PolicyRule, resource string) []string {
 		var out []string
@@ -27,20 +28,20 @@ func TestMissedPullsRightsAndFlags(t *testing.T) {
 		syncer             map[string]any
 		pods, events, args []string
 	}{
-		"default: report only": {
-			pods: []string{"get", "list", "watch"}, events: []string{"list", "watch", "create", "patch"},
-			args: []string{"--missed-pulls-exclude-namespaces=kube-system," + ns},
-		},
-		"recreateStuckPods": {
-			syncer: map[string]any{"recreateStuckPods": map[string]any{"enabled": true, "age": "5m", "rate": 0.05, "burst": 2}},
-			pods:   []string{"get", "list", "watch", "delete"}, events: []string{"list", "watch", "create", "patch"},
-			args: []string{"--missed-pulls-exclude-namespaces=kube-system," + ns, "--recreate-stuck-pods=true", "--stuck-pod-age=5m",
-				"--stuck-pod-recreate-rate=0.05", "--stuck-pod-recreate-burst=2"},
-		},
-		"missed pulls off": {
-			syncer: map[string]any{"missedPulls": map[string]any{"enabled": false}, "recreateStuckPods": map[string]any{"enabled": true}},
-			pods:   []string{"list", "watch"}, events: nil,
+		"default: off": {
+			pods: []string{"list", "watch"}, events: nil,
 			args: []string{"--missed-pulls=false"},
+		},
+		"missedPulls: report only": {
+			syncer: map[string]any{"missedPulls": map[string]any{"enabled": true}},
+			pods:   []string{"get", "list", "watch"}, events: []string{"list", "watch", "create", "patch"},
+			args: []string{"--missed-pulls=true", "--missed-pulls-exclude-namespaces=kube-system," + ns},
+		},
+		"missedPulls and recreateStuckPods": {
+			syncer: map[string]any{"missedPulls": map[string]any{"enabled": true}, "recreateStuckPods": map[string]any{"enabled": true, "age": "5m", "rate": 0.05, "burst": 2}},
+			pods:   []string{"get", "list", "watch", "delete"}, events: []string{"list", "watch", "create", "patch"},
+			args: []string{"--missed-pulls=true", "--missed-pulls-exclude-namespaces=kube-system," + ns, "--recreate-stuck-pods=true", "--stuck-pod-age=5m",
+				"--stuck-pod-recreate-rate=0.05", "--stuck-pod-recreate-burst=2"},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -76,7 +77,10 @@ func TestMissedPullsRightsAndFlags(t *testing.T) {
 // The webhook's excluded namespaces are the syncer's: a pod the webhook never sees is never
 // reported as missed.
 func TestMissedPullsExcludeTheWebhooksNamespaces(t *testing.T) {
-	r := render(t, map[string]any{"webhook": map[string]any{"mutating": map[string]any{"excludeNamespaces": []any{"infra", "kube-system"}}}})
+	r := render(t, map[string]any{
+		"webhook": map[string]any{"mutating": map[string]any{"excludeNamespaces": []any{"infra", "kube-system"}}},
+		"syncer":  map[string]any{"missedPulls": map[string]any{"enabled": true}},
+	})
 	args := deployments(t, r)["kuik-secret-syncer"].Spec.Template.Spec.Containers[0].Args
 	if want := "--missed-pulls-exclude-namespaces=kube-system," + ns + ",infra"; !slices.Contains(args, want) {
 		t.Errorf("syncer args %q, want %q", args, want)

@@ -1,6 +1,7 @@
-// Package policies_test proves the kuik-secret-writes ValidatingAdmissionPolicy on a real API
-// server: the policy is rendered by the chart from policies/ (exactly what `helm install`
-// applies), and every write below goes through kube-apiserver as the identity it names.
+// Package policies_test proves the kuik-secret-writes and kuik-configmap-writes
+// ValidatingAdmissionPolicies on a real API server: the policies are rendered by the chart from
+// policies/ (exactly what `helm install` applies), and every write below goes through
+// kube-apiserver as the identity it names.
 package policies_test
 
 import (
@@ -66,8 +67,9 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, testenv.Options{GarbageCollection: true}, &cp))
 }
 
-// setup installs the CRDs, the chart's policy and binding and RBAC letting every identity of
-// the tests write Secrets, so that only the policy refuses. It runs once per test binary.
+// setup installs the CRDs, the chart's policies (secret-writes, configmap-writes) and bindings
+// and RBAC letting every identity of the tests write Secrets and ConfigMaps, so that only the
+// policies refuse. It runs once per test binary.
 func setup(t *testing.T) {
 	t.Helper()
 	if rendered != nil {
@@ -78,11 +80,12 @@ func setup(t *testing.T) {
 		t.Fatal(err)
 	}
 	objs := append([]*unstructured.Unstructured{}, r.CRDs...)
-	objs = append(objs,
-		r.Find("ValidatingAdmissionPolicy", policyName),
-		r.Find("ValidatingAdmissionPolicyBinding", policyName))
-	if objs[len(objs)-1] == nil || objs[len(objs)-2] == nil {
-		t.Fatalf("the chart renders no %s policy and binding", policyName)
+	for _, name := range []string{policyName, configMapPolicyName} {
+		p, b := r.Find("ValidatingAdmissionPolicy", name), r.Find("ValidatingAdmissionPolicyBinding", name)
+		if p == nil || b == nil {
+			t.Fatalf("the chart renders no %s policy and binding", name)
+		}
+		objs = append(objs, p, b)
 	}
 	if err := testenv.Apply(t.Context(), cp.Config(), objs); err != nil {
 		t.Fatal(err)
@@ -93,6 +96,7 @@ func setup(t *testing.T) {
 	}
 	grantSecretWrites(t, cs)
 	waitBound(t, policyName)
+	waitConfigMapPolicyBound(t)
 	rendered = r
 }
 
@@ -101,7 +105,7 @@ func grantSecretWrites(t *testing.T, cs kubernetes.Interface) {
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "policy-test-secret-writer"},
 		Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{""}, Resources: []string{"secrets"},
+			APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"},
 			Verbs: []string{"get", "create", "update", "patch", "delete"},
 		}},
 	}
@@ -588,9 +592,9 @@ func TestEvaluationErrorsNeverReachUnrelatedWrites(t *testing.T) {
 }
 
 // kube-controller-manager's validatingadmissionpolicy-status-controller type-checks the
-// policy's expressions against the Secret schema; a warning there means an expression refers
+// policies' expressions against the Secret and ConfigMap schemas; a warning there means an expression refers
 // to a field or type Secrets do not have. (An optional selection, `.?field`, is not checked:
-// a misspelt one reads as absent. Each of them is covered by a case of TestAttackMatrix whose
+// a misspelt one reads as absent. Each of them is covered by a case of TestAttackMatrix or TestRetentionRecordMatrix whose
 // answer would flip.) The
 // harness runs only the garbage collector and the namespace controller, so this test runs
 // that controller itself, as a second kube-controller-manager.
@@ -617,20 +621,22 @@ func TestPolicyTypeChecks(t *testing.T) {
 			t.Logf("kube-controller-manager logs:\n%s", logs.String())
 		}
 	})
-	var got *admissionregistrationv1.ValidatingAdmissionPolicy
-	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		var err error
-		got, err = admin(t).AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, policyName, metav1.GetOptions{})
-		return err == nil && got.Status.ObservedGeneration == got.Generation && got.Status.TypeChecking != nil, err
-	})
-	if err != nil {
-		t.Fatalf("policy status never observed its generation: %v", err)
-	}
-	if w := got.Status.TypeChecking.ExpressionWarnings; len(w) != 0 {
-		t.Errorf("type-checking warnings: %+v", w)
-	}
-	if *got.Spec.FailurePolicy != admissionregistrationv1.Fail {
-		t.Errorf("failurePolicy = %s, want Fail", *got.Spec.FailurePolicy)
+	for _, name := range []string{policyName, configMapPolicyName} {
+		var got *admissionregistrationv1.ValidatingAdmissionPolicy
+		err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			var err error
+			got, err = admin(t).AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
+			return err == nil && got.Status.ObservedGeneration == got.Generation && got.Status.TypeChecking != nil, err
+		})
+		if err != nil {
+			t.Fatalf("policy %s's status never observed its generation: %v", name, err)
+		}
+		if w := got.Status.TypeChecking.ExpressionWarnings; len(w) != 0 {
+			t.Errorf("policy %s: type-checking warnings: %+v", name, w)
+		}
+		if *got.Spec.FailurePolicy != admissionregistrationv1.Fail {
+			t.Errorf("policy %s: failurePolicy = %s, want Fail", name, *got.Spec.FailurePolicy)
+		}
 	}
 }
 

@@ -39,16 +39,16 @@ func TestTwoReleasesEachBoundByTheirOwnPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vap, vapb := r.OfKind("ValidatingAdmissionPolicy"), r.OfKind("ValidatingAdmissionPolicyBinding")
-	if len(vap) != 1 || len(vapb) != 1 {
-		t.Fatalf("release %s renders %d policies and %d bindings, want one each", secondRelease, len(vap), len(vapb))
+	vap, vapb := r.Find("ValidatingAdmissionPolicy", secondPolicyName), r.Find("ValidatingAdmissionPolicyBinding", secondPolicyName)
+	if vap == nil || vapb == nil {
+		t.Fatalf("release %s renders no %s policy and binding", secondRelease, secondPolicyName)
 	}
 	if _, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: secondNamespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var policy admissionregistrationv1.ValidatingAdmissionPolicy
 	var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
-	for u, into := range map[*unstructured.Unstructured]any{vap[0]: &policy, vapb[0]: &binding} {
+	for u, into := range map[*unstructured.Unstructured]any{vap: &policy, vapb: &binding} {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into); err != nil {
 			t.Fatal(err)
 		}

@@ -26,10 +26,14 @@ import (
 // a few minutes, long enough to tell "not deleted for longer than the age" from "not yet".
 const stuckPodAge = 20 * time.Second
 
-// recreateStuckPodsValues are the syncer's chart values of the shared install: the syncer may
-// delete stuck pods (no routing resource opts in unless a test says so).
+// recreateStuckPodsValues are the syncer's chart values of the shared install: missed pulls on
+// (off by default) and the syncer may delete stuck pods (no routing resource opts in unless a
+// test says so).
 func recreateStuckPodsValues() map[string]any {
-	return map[string]any{"recreateStuckPods": map[string]any{"enabled": true, "age": stuckPodAge.String()}}
+	return map[string]any{
+		"missedPulls":       map[string]any{"enabled": true},
+		"recreateStuckPods": map[string]any{"enabled": true, "age": stuckPodAge.String()},
+	}
 }
 
 // scaleDeployment sets the replicas of one of kuik's Deployments.

@@ -76,9 +76,11 @@ type Options struct {
 	// together (defaults DefaultRecreateRate, DefaultRecreateBurst).
 	RecreateRate  float64
 	RecreateBurst int
-	// ProbeTimeout bounds one registry probe (default probe.DefaultTimeout).
-	ProbeTimeout time.Duration
-	// NodeProviders are the nodes' credential providers, as the webhook is given them.
+	// ProbeTimeout bounds one registry probe (default probe.DefaultTimeout) and ProbeTTL is how
+	// long a result is reused (default probe.DefaultTTL): the webhook's, so both decide alike.
+	ProbeTimeout, ProbeTTL time.Duration
+	// NodeProviders are the nodes' credential providers, as the webhook is given them (nil when
+	// it is given none, whatever providers the syncer runs itself).
 	NodeProviders *credentialprovider.Config
 	// ProbeTransport overrides the registry HTTP transport (tests).
 	ProbeTransport http.RoundTripper
@@ -167,7 +169,7 @@ func New(opts Options, c cache.Cache, core corev1client.CoreV1Interface, recorde
 		w.excluded[ns] = true
 	}
 	w.dirty.Store(true)
-	w.prober = probe.New(probe.Options{Timeout: opts.ProbeTimeout, Transport: opts.ProbeTransport})
+	w.prober = probe.New(probe.Options{Timeout: opts.ProbeTimeout, TTL: opts.ProbeTTL, Transport: opts.ProbeTransport})
 	w.chooser = &webhook.ProbeChooser{
 		Prober:        w.prober,
 		NodeProviders: opts.NodeProviders,

@@ -47,6 +47,19 @@ type Options struct {
 	MissedPulls *missedpulls.Options
 }
 
+// missedPullOptions is the missed-pull controller's configuration, nil when it is off. Its
+// NodeProviders are the nodes' providers as the webhook is given them, never the plugins the
+// syncer runs (Plugins): the nodes may not run those (credentialProviders.sameAsNodes false),
+// and a decision counting them would call pulls missed that the webhook routes otherwise.
+func missedPullOptions(opts Options) *missedpulls.Options {
+	if opts.MissedPulls == nil {
+		return nil
+	}
+	mp := *opts.MissedPulls
+	mp.ClusterResourceNamespace = opts.ClusterResourceNamespace
+	return &mp
+}
+
 // DefaultLeaderElectionID names the Lease.
 const DefaultLeaderElectionID = "kuik-secret-syncer"
 
@@ -138,13 +151,8 @@ func newManager(ctx context.Context, restConfig *rest.Config, opts Options) (man
 	if err := ctrl.Prepare(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, nil, err
 	}
-	if opts.MissedPulls != nil {
-		mp := *opts.MissedPulls
-		mp.ClusterResourceNamespace = opts.ClusterResourceNamespace
-		if mp.NodeProviders == nil && opts.Plugins != nil {
-			mp.NodeProviders = opts.Plugins.Config()
-		}
-		if err := mgr.Add(missedpulls.New(mp, mgr.GetCache(), cs.CoreV1(), recorder)); err != nil {
+	if mp := missedPullOptions(opts); mp != nil {
+		if err := mgr.Add(missedpulls.New(*mp, mgr.GetCache(), cs.CoreV1(), recorder)); err != nil {
 			return nil, nil, fmt.Errorf("adding the missed-pull controller: %w", err)
 		}
 	}

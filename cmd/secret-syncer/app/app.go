@@ -99,7 +99,9 @@ holding the credentials of the entries the webhook rewrites pods to.`,
 				return err
 			}
 			opts.Plugins = plugins
-			opts.MissedPulls = opts.Missed.options()
+			if opts.MissedPulls, err = opts.Missed.options(); err != nil {
+				return err
+			}
 			logger, err := logs.Logger(cmd.ErrOrStderr())
 			if err != nil {
 				return err

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/enix/kuik/internal/missedpulls"
+	"github.com/enix/kuik/internal/probe"
 	"github.com/enix/kuik/internal/syncer"
 )
 
@@ -58,10 +59,11 @@ func TestFlagDefaults(t *testing.T) {
 		RenewDeadline: 10 * time.Second,
 		RetryPeriod:   2 * time.Second,
 	}}
-	want.Missed = MissedPullFlags{Enabled: true, Options: missedpulls.Options{
+	// Missed pulls are off unless asked for: they need rights and egress of their own.
+	want.Missed = MissedPullFlags{Options: missedpulls.Options{
 		StuckPodAge: missedpulls.DefaultStuckPodAge, RecreateRate: missedpulls.DefaultRecreateRate, RecreateBurst: missedpulls.DefaultRecreateBurst,
+		ProbeTimeout: probe.DefaultTimeout, ProbeTTL: probe.DefaultTTL,
 	}}
-	want.MissedPulls = &want.Missed.Options
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)
 	}
@@ -106,10 +108,11 @@ func TestFlags(t *testing.T) {
 		RenewDeadline:          time.Minute,
 		RetryPeriod:            5 * time.Second,
 	}}
-	want.Missed = MissedPullFlags{Enabled: true, Options: missedpulls.Options{
+	// Missed pulls are off unless asked for: they need rights and egress of their own.
+	want.Missed = MissedPullFlags{Options: missedpulls.Options{
 		StuckPodAge: missedpulls.DefaultStuckPodAge, RecreateRate: missedpulls.DefaultRecreateRate, RecreateBurst: missedpulls.DefaultRecreateBurst,
+		ProbeTimeout: probe.DefaultTimeout, ProbeTTL: probe.DefaultTTL,
 	}}
-	want.MissedPulls = &want.Missed.Options
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)
 	}

@@ -6,19 +6,25 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/enix/kuik/internal/credentialprovider"
 	"github.com/enix/kuik/internal/missedpulls"
+	"github.com/enix/kuik/internal/probe"
 )
 
 // MissedPullFlags configure the missed-pull controller (internal/missedpulls).
 type MissedPullFlags struct {
 	// Enabled watches image-pull failure events (needs list/watch on events cluster-wide).
 	Enabled bool
+	// NodeProviderConfig is the nodes' CredentialProviderConfig file or directory, the webhook's
+	// --image-credential-provider-config; empty for none. It is loaded into
+	// Options.NodeProviders.
+	NodeProviderConfig string
 	missedpulls.Options
 }
 
 func (m *MissedPullFlags) bind(f *pflag.FlagSet) {
-	f.BoolVar(&m.Enabled, "missed-pulls", true,
-		"watch the kubelet's image-pull failure events and report (ImagePullMissedRouting) the pods failing to pull an image a routing resource routes to an available candidate now")
+	f.BoolVar(&m.Enabled, "missed-pulls", false,
+		"watch the kubelet's image-pull failure events and report (ImagePullMissedRouting) the pods failing to pull an image a routing resource routes to an available candidate now (needs list/watch on events cluster-wide, get on pods, create/patch on events everywhere, and egress to the registries)")
 	f.BoolVar(&m.AllowDelete, "recreate-stuck-pods", false,
 		"delete such pods, when a controller owns them and their routing resource has spec.recreateStuckPods, so that their controller recreates them through the webhook (needs delete on pods)")
 	f.DurationVar(&m.StuckPodAge, "stuck-pod-age", missedpulls.DefaultStuckPodAge,
@@ -29,6 +35,15 @@ func (m *MissedPullFlags) bind(f *pflag.FlagSet) {
 		"stuck pods deleted at once at most before --stuck-pod-recreate-rate applies")
 	f.StringSliceVar(&m.ExcludedNamespaces, "missed-pulls-exclude-namespaces", nil,
 		"namespaces the webhook configuration leaves out (kube-system and the cluster resource namespace always are): their pods are never reported nor deleted")
+	// The three inputs of the webhook's decision besides the routing resources: the same flags
+	// and defaults as the webhook's, which the chart gives both the same values, so that the
+	// syncer never calls a pull missed that the webhook would not have routed.
+	f.DurationVar(&m.ProbeTimeout, "probe-timeout", probe.DefaultTimeout,
+		"timeout of one registry probe of a missed-pull decision: the webhook's --probe-timeout")
+	f.DurationVar(&m.ProbeTTL, "cache-ttl", probe.DefaultTTL,
+		"how long a probe result of the missed-pull decisions is reused: the webhook's --cache-ttl")
+	f.StringVar(&m.NodeProviderConfig, "node-credential-provider-config", "",
+		"the nodes' CredentialProviderConfig, the webhook's --image-credential-provider-config: an original image its providers match counts as available when a probe is refused for lack of credentials (401, 403). Empty: none, whatever --image-credential-provider-config (the plugins the syncer runs) says")
 }
 
 func (m *MissedPullFlags) validate() error {
@@ -42,17 +57,31 @@ func (m *MissedPullFlags) validate() error {
 	if m.RecreateBurst < 1 {
 		errs = append(errs, fmt.Errorf("--stuck-pod-recreate-burst must be at least 1, got %d", m.RecreateBurst))
 	}
+	if m.ProbeTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--probe-timeout must be positive, got %s", m.ProbeTimeout))
+	}
+	if m.ProbeTTL < 0 {
+		errs = append(errs, fmt.Errorf("--cache-ttl must not be negative, got %s", m.ProbeTTL))
+	}
 	if m.AllowDelete && !m.Enabled {
 		errs = append(errs, errors.New("--recreate-stuck-pods needs --missed-pulls"))
 	}
 	return errors.Join(errs...)
 }
 
-// options is the controller's configuration, nil when it is off.
-func (m *MissedPullFlags) options() *missedpulls.Options {
+// options is the controller's configuration, nil when it is off. The nodes' configuration is
+// loaded and checked as the webhook does (an invalid one is an error naming the field).
+func (m *MissedPullFlags) options() (*missedpulls.Options, error) {
 	if !m.Enabled {
-		return nil
+		return nil, nil
 	}
 	o := m.Options
-	return &o
+	if m.NodeProviderConfig != "" {
+		cfg, err := credentialprovider.LoadConfig(m.NodeProviderConfig)
+		if err != nil {
+			return nil, fmt.Errorf("--node-credential-provider-config: %w", err)
+		}
+		o.NodeProviders = cfg
+	}
+	return &o, nil
 }

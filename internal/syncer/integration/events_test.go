@@ -20,7 +20,7 @@ import (
 // The syncer may write events only as it writes them: core/v1 events in "default", where
 // the API server puts the events of its cluster-scoped routing resources (it refuses them in
 // any other namespace), in its own namespace for leader election's events on its Lease, and,
-// with missed pulls (syncer.missedPulls.enabled, the chart's default), create and patch in
+// with missed pulls (syncer.missedPulls.enabled, as the harness installs it), create and patch in
 // every namespace (ImagePullMissedRouting on pods) and list/watch (the kubelet's image-pull
 // failures, with field selectors). Nothing in events.k8s.io (its recorder is core/v1's), no
 // get, update or delete. The API server's authorizer answers, under the chart's RBAC.

@@ -82,6 +82,10 @@ func setup() env {
 	return e
 }
 
+// chartValues are the chart values the syncer's RBAC is rendered with: the defaults and
+// syncer.missedPulls.enabled (off by default), which the missed-pull tests need.
+var chartValues = map[string]any{"syncer": map[string]any{"missedPulls": map[string]any{"enabled": true}}}
+
 // installRBAC applies what the chart ships for the syncer: its ServiceAccount, ClusterRole,
 // Role in the cluster resource namespace and their bindings, so the tests prove the chart's
 // RBAC is enough, and nothing more is granted.
@@ -89,7 +93,7 @@ func installRBAC(ctx context.Context, cs kubernetes.Interface) error {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: crns}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	chart, err := kuikenv.Render(crns)
+	chart, err := kuikenv.RenderValues(crns, chartValues)
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,7 @@ func grantRecreate(t *testing.T, e env) {
 	var err error
 	recreateRBACOnce.Do(func() {
 		var chart *kuikenv.Chart
-		chart, err = kuikenv.RenderValues(crns, map[string]any{"syncer": map[string]any{"recreateStuckPods": map[string]any{"enabled": true}}})
+		chart, err = kuikenv.RenderValues(crns, map[string]any{"syncer": map[string]any{"missedPulls": map[string]any{"enabled": true}, "recreateStuckPods": map[string]any{"enabled": true}}})
 		if err != nil {
 			return
 		}

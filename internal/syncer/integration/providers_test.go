@@ -465,7 +465,10 @@ func TestServiceAccountTokenIsPassedWithItsAudience(t *testing.T) {
 // credentialProviders.serviceAccountTokens.enabled, for the duration of the test.
 func grantTokenRights(t *testing.T, e env) {
 	t.Helper()
-	c, err := kuikenv.RenderValues(crns, map[string]any{"credentialProviders": map[string]any{"serviceAccountTokens": map[string]any{"enabled": true}}})
+	c, err := kuikenv.RenderValues(crns, map[string]any{
+		"credentialProviders": map[string]any{"serviceAccountTokens": map[string]any{"enabled": true}},
+		"syncer":              chartValues["syncer"],
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +477,7 @@ func grantTokenRights(t *testing.T, e env) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		base, err := kuikenv.Render(crns)
+		base, err := kuikenv.RenderValues(crns, chartValues)
 		if err != nil {
 			t.Error(err)
 			return
