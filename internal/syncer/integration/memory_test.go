@@ -178,7 +178,6 @@ func TestReannotatedPodQueuesNoInventedPair(t *testing.T) {
 		Repository("registry.a/acme/foo").SecretRef(n + "-creds").Build()
 	create(t, e, &real)
 	ns := createNamespace(t, e, nil)
-	sentinelNS := createNamespace(t, e, nil)
 	startSyncer(t, syncerConfig())
 
 	by := "ImageAlternative/" + n
@@ -216,20 +215,17 @@ func TestReannotatedPodQueuesNoInventedPair(t *testing.T) {
 		}
 	}
 	// settled waits until the syncer has handled every pod event before now: pod events come in
-	// order, so once a pod created now has its Secret, the loop's events were handled.
-	sentinel := 0
+	// order, so once a pod created now, in a namespace of its own, has its Secret, the loop's
+	// events were handled.
 	settled := func() {
 		t.Helper()
-		sentinel++
-		p := rewrittenPod(sentinelNS, fmt.Sprintf("sentinel-%d", sentinel), map[string]string{"c": "registry.a/acme/foo:v1"},
+		sentinel := createNamespace(t, e, nil)
+		p := rewrittenPod(sentinel, "sentinel", map[string]string{"c": "registry.a/acme/foo:v1"},
 			map[string]rewrite{"c": {"quay.io/acme/foo:v1", by}})
-		if _, err := e.cs.CoreV1().Pods(sentinelNS).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
+		if _, err := e.cs.CoreV1().Pods(sentinel).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		secretHolds(t, e, sentinelNS, secretName, map[string]string{"registry.a/acme/foo": "a:pw"})
-		if err := e.cs.CoreV1().Pods(sentinelNS).Delete(t.Context(), p.Name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		secretHolds(t, e, sentinel, secretName, map[string]string{"registry.a/acme/foo": "a:pw"})
 	}
 	settled()
 
