@@ -820,11 +820,15 @@ func TestTransformPod(t *testing.T) {
 			want: kept,
 		},
 		"a huge image of a recorded container makes a stub": {
-			edit: func(p *corev1.Pod) { p.Spec.Containers[0].Image = "mirror.local/" + strings.Repeat("x", routing.MaxRecordBytes) },
+			edit: func(p *corev1.Pod) {
+				p.Spec.Containers[0].Image = "mirror.local/" + strings.Repeat("x", routing.MaxRecordBytes)
+			},
 			want: stub,
 		},
 		"a huge kuik annotation makes a stub": {
-			edit: func(p *corev1.Pod) { p.Annotations["kuik.enix.io/original-images"] = `{"c":"nginx","x":"` + strings.Repeat("x", 250<<10) + `"}` },
+			edit: func(p *corev1.Pod) {
+				p.Annotations["kuik.enix.io/original-images"] = `{"c":"nginx","x":"` + strings.Repeat("x", 250<<10) + `"}`
+			},
 			want: stub,
 		},
 		"another huge kuik.enix.io annotation is dropped": {
@@ -836,7 +840,10 @@ func TestTransformPod(t *testing.T) {
 			want: stub,
 		},
 		"too large labels make a stub": {
-			edit: func(p *corev1.Pod) { p.Labels["big"] = strings.Repeat("v", 63); p.Labels[strings.Repeat("k", routing.MaxPodLabelBytes)] = "" },
+			edit: func(p *corev1.Pod) {
+				p.Labels["big"] = strings.Repeat("v", 63)
+				p.Labels[strings.Repeat("k", routing.MaxPodLabelBytes)] = ""
+			},
 			want: stub,
 		},
 		"a pod without records keeps no container": {

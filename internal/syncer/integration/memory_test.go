@@ -256,7 +256,9 @@ func TestReannotatedPodQueuesNoInventedPair(t *testing.T) {
 		settled()
 		// The real pair, re-decided for each update at most twice (the debounce's leading
 		// and trailing edges), and the sentinel's pairs.
-		if added := pairAdds(t) - before; added > 3*rounds+10 {
+		added := pairAdds(t) - before
+		t.Logf("%s: %d updates queued %.0f pairs", phase.what, rounds, added)
+		if added > 3*rounds+10 {
 			t.Errorf("%s: %d updates queued %.0f pairs, want at most %d: the invented names were queued", phase.what, rounds, added, 3*rounds+10)
 		}
 	}
