@@ -92,6 +92,7 @@ campaign-smoke: controlplane node ## A short run of every fault, load and scale 
 	KUIK_ASSETS="$$(hack/controlplane.sh dir)" $(GO) run ./hack/badinput -smoke
 	KUIK_ASSETS="$$(hack/controlplane.sh dir)" $(GO) run ./hack/bench/admission -pods 120 -rounds 3
 	KUIK_ASSETS="$$(hack/controlplane.sh dir)" $(GO) run ./hack/bench/syncer -namespaces 50 -pods 500 -rewritten 50 \
-		-latency-samples 10 -resync 10s -peer-cmd 'hack/bench/syncer/peer-kubectl.sh 5' -peer-secret peer-pull -peer-quiet 5s
+		-latency-samples 10 -resync 10s -hostile-pods 10 -reannotate 5 -reannotate-names 500 \
+		-peer-cmd 'hack/bench/syncer/peer-kubectl.sh 5' -peer-secret peer-pull -peer-quiet 5s
 	KUIK_ASSETS="$$(hack/controlplane.sh dir)" $(GO) run ./hack/nodefaults -replicas 5 -observe 10s
 	hack/fuzz.sh 10s

@@ -1,7 +1,8 @@
 package syncer
 
 import (
-	"strings"
+	"encoding/json"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
@@ -57,9 +59,19 @@ func CacheOptions(clusterResourceNamespace string) cache.Options {
 	}
 }
 
-// TransformPod keeps of a pod only what the syncer reads: name, namespace, labels, kuik's
-// annotations, container names and images, phase, creationTimestamp (which dates a live
-// fallback) and deletionTimestamp.
+// TransformPod keeps of a pod only what the syncer's decisions read (PodFromObject: the
+// pair's used entries, the live fallbacks), bounded whatever the pod's author wrote: name,
+// namespace, resource version, creationTimestamp (which dates a live fallback),
+// deletionTimestamp, phase, labels (podSelector), and kuik's records (original-images and
+// rewritten-by) of the containers that exist and name a resource, with those containers' names
+// and images, all as spec.containers. Nothing else: no other annotation, no container kuik
+// did not record (the missed-pull watcher reads pods from the API server, not from here).
+//
+// A pod over what kuik could have written (routing.LabelsWithinBounds, routing.MaxRecordBytes:
+// the webhook leaves such a pod as it is) counts as not rewritten: it is kept as a stub of name,
+// namespace and resource version, which the informer needs to follow it, and no labels, records
+// or containers, so it is in no pair's pods and no index entry. A stub costs the same for a
+// 1 MiB pod as for a small one.
 func TransformPod(in any) (any, error) {
 	p, ok := in.(*corev1.Pod)
 	if !ok {
@@ -67,45 +79,89 @@ func TransformPod(in any) (any, error) {
 	}
 	out := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:              p.Name,
-			Namespace:         p.Namespace,
-			UID:               p.UID,
-			ResourceVersion:   p.ResourceVersion,
-			CreationTimestamp: p.CreationTimestamp,
-			Labels:            p.Labels,
-			DeletionTimestamp: p.DeletionTimestamp,
+			Name:            p.Name,
+			Namespace:       p.Namespace,
+			ResourceVersion: p.ResourceVersion,
 		},
-		Status: corev1.PodStatus{Phase: p.Status.Phase},
 	}
-	for k, v := range p.Annotations {
-		if strings.HasPrefix(k, "kuik.enix.io/") {
-			if out.Annotations == nil {
-				out.Annotations = map[string]string{}
-			}
-			out.Annotations[k] = v
-		}
+	if !routing.LabelsWithinBounds(p.Labels) {
+		return out, nil
 	}
-	out.Spec.InitContainers = slimContainers(p.Spec.InitContainers)
-	out.Spec.Containers = slimContainers(p.Spec.Containers)
-	if len(p.Spec.EphemeralContainers) > 0 {
-		out.Spec.EphemeralContainers = make([]corev1.EphemeralContainer, len(p.Spec.EphemeralContainers))
-		for i, c := range p.Spec.EphemeralContainers {
-			out.Spec.EphemeralContainers[i].Name = c.Name
-			out.Spec.EphemeralContainers[i].Image = c.Image
+	containers, originals, by, ok := podRecords(p)
+	if !ok {
+		return out, nil
+	}
+	out.CreationTimestamp = p.CreationTimestamp
+	out.DeletionTimestamp = p.DeletionTimestamp
+	out.Labels = p.Labels
+	out.Status.Phase = p.Status.Phase
+	out.Spec.Containers = containers
+	if len(containers) > 0 {
+		o, err := json.Marshal(originals)
+		if err != nil {
+			return nil, fmt.Errorf("encoding %s: %w", v1alpha1.AnnotationOriginalImages, err)
 		}
+		b, err := json.Marshal(by)
+		if err != nil {
+			return nil, fmt.Errorf("encoding %s: %w", v1alpha1.AnnotationRewrittenBy, err)
+		}
+		out.Annotations = map[string]string{v1alpha1.AnnotationOriginalImages: string(o), v1alpha1.AnnotationRewrittenBy: string(b)}
 	}
 	return out, nil
 }
 
-func slimContainers(in []corev1.Container) []corev1.Container {
-	if len(in) == 0 {
-		return nil
+// podRecords returns kuik's records of a pod that a decision may count: for each container
+// that exists (init, regular or ephemeral), has a recorded original and names a resource in
+// rewritten-by, the container with its current image, the original and the resource. A record
+// of a container the pod lacks, or naming no resource, counts for nothing and is dropped. ok is
+// false when what remains is more than the webhook writes (routing.MaxRecordBytes).
+func podRecords(p *corev1.Pod) (containers []corev1.Container, originals, by map[string]string, ok bool) {
+	raw := p.Annotations[v1alpha1.AnnotationRewrittenBy]
+	if raw == "" {
+		return nil, nil, nil, true
 	}
-	out := make([]corev1.Container, len(in))
-	for i, c := range in {
-		out[i] = corev1.Container{Name: c.Name, Image: c.Image}
+	if len(raw) > routing.MaxRecordBytes || len(p.Annotations[v1alpha1.AnnotationOriginalImages]) > routing.MaxRecordBytes {
+		return nil, nil, nil, false // more than the webhook writes, whatever it names
 	}
-	return out
+	sources := rewrittenBy(p.Annotations)
+	if len(sources) == 0 {
+		return nil, nil, nil, true
+	}
+	recorded := annotationMap(p.Annotations, v1alpha1.AnnotationOriginalImages)
+	size := 0
+	keep := func(name, image string) {
+		src, named := sources[name]
+		original, has := recorded[name]
+		if !named || !has {
+			return
+		}
+		if _, twice := by[name]; twice {
+			return // the API server refuses two containers of one name; a stale read at most
+		}
+		size += routing.RecordBytes(name, original, image, src)
+		if size > routing.MaxRecordBytes {
+			return
+		}
+		if by == nil {
+			originals, by = map[string]string{}, map[string]string{}
+		}
+		containers = append(containers, corev1.Container{Name: name, Image: image})
+		originals[name] = original
+		by[name] = src.String()
+	}
+	for i := range p.Spec.InitContainers {
+		keep(p.Spec.InitContainers[i].Name, p.Spec.InitContainers[i].Image)
+	}
+	for i := range p.Spec.Containers {
+		keep(p.Spec.Containers[i].Name, p.Spec.Containers[i].Image)
+	}
+	for i := range p.Spec.EphemeralContainers {
+		keep(p.Spec.EphemeralContainers[i].Name, p.Spec.EphemeralContainers[i].Image)
+	}
+	if size > routing.MaxRecordBytes {
+		return nil, nil, nil, false
+	}
+	return containers, originals, by, true
 }
 
 // podSourceValues is the index function of sourceIndex.

@@ -136,9 +136,12 @@ type Controller struct {
 	statusQueue workqueue.TypedRateLimitingInterface[ResourceKey]
 	recordQueue workqueue.TypedRateLimitingInterface[ResourceKey]
 
-	// lastEvent is when each pair last got an event, for the debounce.
-	eventMu   sync.Mutex
-	lastEvent map[PairKey]time.Time
+	// lastEvent is when each pair last got an event, for the debounce: an entry is pruned
+	// once its window has passed (pruneArmed: a prune is scheduled), so the map holds only the
+	// pairs that had an event within the last two windows.
+	eventMu    sync.Mutex
+	lastEvent  map[PairKey]time.Time
+	pruneArmed bool
 
 	mu    sync.Mutex
 	pairs map[PairKey]*pairState
@@ -239,7 +242,7 @@ func (c *Controller) Start(ctx context.Context) error {
 		&v1alpha1.ImageAlternative{}: c.resourceHandler(ctx, routing.KindImageAlternative),
 		&v1alpha1.ImageMirror{}:      c.resourceHandler(ctx, routing.KindImageMirror),
 		namespaceMeta():              c.namespaceHandler(ctx),
-		&corev1.Pod{}:                c.podHandler(),
+		&corev1.Pod{}:                c.podHandler(ctx),
 		&corev1.Secret{}:             c.secretHandler(ctx),
 	}
 	for _, hs := range []map[client.Object]toolscache.ResourceEventHandler{handlers, c.fallbackHandlers(ctx)} {
@@ -287,7 +290,6 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-ticker.C:
-			c.pruneEvents()
 			if !resyncing.CompareAndSwap(false, true) {
 				log.Info("resync skipped: the previous one is still feeding its pairs")
 				continue
@@ -466,6 +468,10 @@ func (c *Controller) enqueuePair(k PairKey) {
 	c.eventMu.Lock()
 	last, seen := c.lastEvent[k]
 	c.lastEvent[k] = now
+	if !c.pruneArmed {
+		c.pruneArmed = true
+		time.AfterFunc(c.cfg.Debounce, c.pruneEvents)
+	}
 	c.eventMu.Unlock()
 	if seen && now.Sub(last) < c.cfg.Debounce {
 		c.queue.AddAfter(k, c.cfg.Debounce)
@@ -474,7 +480,10 @@ func (c *Controller) enqueuePair(k PairKey) {
 	c.queue.Add(k)
 }
 
-// pruneEvents forgets the pairs whose last event is older than the debounce window.
+// pruneEvents forgets the pairs whose last event is older than the debounce window, and runs
+// again one window later while some are left: an event's entry lives at most two windows, not
+// until the next resync (a pod re-annotated in a loop would otherwise keep one per pair it
+// ever named).
 func (c *Controller) pruneEvents() {
 	now := time.Now()
 	c.eventMu.Lock()
@@ -484,6 +493,18 @@ func (c *Controller) pruneEvents() {
 			delete(c.lastEvent, k)
 		}
 	}
+	if len(c.lastEvent) == 0 {
+		c.pruneArmed = false
+		return
+	}
+	time.AfterFunc(c.cfg.Debounce, c.pruneEvents)
+}
+
+// debouncing is the number of pairs the debounce remembers.
+func (c *Controller) debouncing() int {
+	c.eventMu.Lock()
+	defer c.eventMu.Unlock()
+	return len(c.lastEvent)
 }
 
 // namespaceCount is the number of namespaces where the resource's Secret holds what it needs.

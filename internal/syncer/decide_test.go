@@ -3,8 +3,10 @@ package syncer
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -752,41 +754,116 @@ func TestRender(t *testing.T) {
 }
 
 func TestTransformPod(t *testing.T) {
-	in := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "p", Namespace: "ns", UID: "u", ResourceVersion: "7",
-			Labels: map[string]string{"kuik.enix.io/rewritten": "true"},
-			Annotations: map[string]string{
-				"kuik.enix.io/rewritten-by":                        `{"c":"ImageMirror/m"}`,
-				"kuik.enix.io/original-images":                     `{"c":"nginx"}`,
-				"kubectl.kubernetes.io/last-applied-configuration": "{...big...}",
+	honest := func() *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: "p", Namespace: "ns", UID: "u", ResourceVersion: "7",
+				Labels: map[string]string{"kuik.enix.io/rewritten": "true", "app": "a"},
+				Annotations: map[string]string{
+					"kuik.enix.io/rewritten-by":                        `{"c":"ImageMirror/m"}`,
+					"kuik.enix.io/original-images":                     `{"c":"nginx"}`,
+					"kuik.enix.io/reason":                              `{"c":"OnFailure"}`,
+					"kubectl.kubernetes.io/last-applied-configuration": "{...big...}",
+				},
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}},
 			},
-			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}},
-		},
-		Spec: corev1.PodSpec{
-			InitContainers: []corev1.Container{{Name: "i", Image: "busybox", Command: []string{"sh"}}},
-			Containers:     []corev1.Container{{Name: "c", Image: "nginx", Env: []corev1.EnvVar{{Name: "A", Value: "B"}}}},
-			NodeName:       "node",
-		},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1"},
+			Spec: corev1.PodSpec{
+				InitContainers: []corev1.Container{{Name: "i", Image: "busybox", Command: []string{"sh"}}},
+				Containers:     []corev1.Container{{Name: "c", Image: "mirror.local/docker.io/library/nginx:latest", Env: []corev1.EnvVar{{Name: "A", Value: "B"}}}},
+				NodeName:       "node",
+			},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1"},
+		}
 	}
-	out, err := TransformPod(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := &corev1.Pod{
+	kept := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: "p", Namespace: "ns", UID: "u", ResourceVersion: "7",
-			Labels:      map[string]string{"kuik.enix.io/rewritten": "true"},
+			Name: "p", Namespace: "ns", ResourceVersion: "7",
+			Labels:      map[string]string{"kuik.enix.io/rewritten": "true", "app": "a"},
 			Annotations: map[string]string{"kuik.enix.io/rewritten-by": `{"c":"ImageMirror/m"}`, "kuik.enix.io/original-images": `{"c":"nginx"}`},
 		},
-		Spec: corev1.PodSpec{
-			InitContainers: []corev1.Container{{Name: "i", Image: "busybox"}},
-			Containers:     []corev1.Container{{Name: "c", Image: "nginx"}},
-		},
+		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "mirror.local/docker.io/library/nginx:latest"}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning},
 	}
-	if diff := cmp.Diff(want, out); diff != "" {
-		t.Errorf("transformed pod (-want +got):\n%s", diff)
+	stub := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", ResourceVersion: "7"}}
+	manyLabels := map[string]string{}
+	for i := range routing.MaxPodLabels + 1 {
+		manyLabels[fmt.Sprintf("l%d", i)] = ""
+	}
+	for name, tc := range map[string]struct {
+		edit func(p *corev1.Pod)
+		want *corev1.Pod
+	}{
+		"keeps the recorded containers, their records, labels, phase; nothing else": {edit: func(*corev1.Pod) {}, want: kept},
+		"drops the record of a container the pod lacks": {
+			edit: func(p *corev1.Pod) {
+				p.Annotations["kuik.enix.io/rewritten-by"] = `{"c":"ImageMirror/m","ghost":"ImageAlternative/x"}`
+				p.Annotations["kuik.enix.io/original-images"] = `{"c":"nginx","ghost":"busybox"}`
+			},
+			want: kept,
+		},
+		"drops a record naming no resource": {
+			edit: func(p *corev1.Pod) {
+				p.Annotations["kuik.enix.io/rewritten-by"] = `{"c":"ImageMirror/m","i":"original"}`
+				p.Annotations["kuik.enix.io/original-images"] = `{"c":"nginx","i":"busybox"}`
+			},
+			want: kept,
+		},
+		"keeps an ephemeral container's record among the containers": {
+			edit: func(p *corev1.Pod) {
+				p.Spec.Containers[0].Name = "app"
+				p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "c", Image: "mirror.local/docker.io/library/nginx:latest"}}}
+			},
+			want: kept,
+		},
+		"a huge image of a container kuik did not record costs nothing": {
+			edit: func(p *corev1.Pod) { p.Spec.InitContainers[0].Image = strings.Repeat("x", 512<<10) },
+			want: kept,
+		},
+		"a huge image of a recorded container makes a stub": {
+			edit: func(p *corev1.Pod) {
+				p.Spec.Containers[0].Image = "mirror.local/" + strings.Repeat("x", routing.MaxRecordBytes)
+			},
+			want: stub,
+		},
+		"a huge kuik annotation makes a stub": {
+			edit: func(p *corev1.Pod) {
+				p.Annotations["kuik.enix.io/original-images"] = `{"c":"nginx","x":"` + strings.Repeat("x", 250<<10) + `"}`
+			},
+			want: stub,
+		},
+		"another huge kuik.enix.io annotation is dropped": {
+			edit: func(p *corev1.Pod) { p.Annotations["kuik.enix.io/junk"] = strings.Repeat("x", 250<<10) },
+			want: kept,
+		},
+		"too many labels make a stub": {
+			edit: func(p *corev1.Pod) { maps.Copy(p.Labels, manyLabels) },
+			want: stub,
+		},
+		"too large labels make a stub": {
+			edit: func(p *corev1.Pod) {
+				p.Labels["big"] = strings.Repeat("v", 63)
+				p.Labels[strings.Repeat("k", routing.MaxPodLabelBytes)] = ""
+			},
+			want: stub,
+		},
+		"a pod without records keeps no container": {
+			edit: func(p *corev1.Pod) { delete(p.Annotations, "kuik.enix.io/rewritten-by") },
+			want: &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", ResourceVersion: "7", Labels: kept.Labels},
+				Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+			},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := honest()
+			tc.edit(in)
+			out, err := TransformPod(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, out); diff != "" {
+				t.Errorf("transformed pod (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -7,8 +7,9 @@
 //
 // Gather: informers with narrow caches ([CacheOptions]): the routing resources, Namespaces as
 // metadata, only the Pods labelled kuik.enix.io/rewritten=true (trimmed by [TransformPod] to
-// what is read), and the Secrets of the cluster resource namespace only. No Secret is ever read
-// outside that namespace.
+// what is read, bounded per pod: a pod over routing's bounds is a stub), and the Secrets of the
+// cluster resource namespace only. No Secret is ever read outside that namespace. Pod events
+// queue only the resources that exist.
 //
 // Decide: pure functions, shared by the controller and the render command ([Render]):
 //

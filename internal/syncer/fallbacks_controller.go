@@ -214,15 +214,15 @@ func (c *Controller) fallbackHandlers(ctx context.Context) map[client.Object]too
 	return map[client.Object]toolscache.ResourceEventHandler{
 		&v1alpha1.ImageAlternative{}: c.fallbackResourceHandler(routing.KindImageAlternative),
 		&v1alpha1.ImageMirror{}:      c.fallbackResourceHandler(routing.KindImageMirror),
-		&corev1.Pod{}:                c.fallbackPodHandler(),
+		&corev1.Pod{}:                c.fallbackPodHandler(ctx),
 		namespaceMeta():              c.fallbackNamespaceHandler(ctx),
 	}
 }
 
-func (c *Controller) fallbackPodHandler() toolscache.ResourceEventHandler {
+func (c *Controller) fallbackPodHandler(ctx context.Context) toolscache.ResourceEventHandler {
 	enqueue := func(obj any) {
 		if m := objectMeta(obj); m != nil {
-			for _, s := range PodSources(m.GetAnnotations()) {
+			for _, s := range c.existingSources(ctx, m.GetAnnotations()) {
 				c.enqueueFallbacks(ResourceKey{Kind: s.Kind, Name: s.Name})
 			}
 		}
@@ -267,6 +267,9 @@ func (c *Controller) fallbackNamespaceHandler(ctx context.Context) toolscache.Re
 				for _, s := range PodSources(pods.Items[i].Annotations) {
 					if _, done := queued[s]; !done {
 						queued[s] = struct{}{}
+						if !c.exists(ctx, s) {
+							continue
+						}
 						c.enqueueFallbacks(ResourceKey{Kind: s.Kind, Name: s.Name})
 					}
 				}

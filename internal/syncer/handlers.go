@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -120,14 +121,15 @@ func (c *Controller) enqueueNamespace(ctx context.Context, ns string) {
 }
 
 // podHandler re-decides the pairs of the resources that rewrote a pod, before and after the
-// change.
-func (c *Controller) podHandler() toolscache.ResourceEventHandler {
+// change. Only resources that exist: a pod naming invented ones queues nothing (a resource
+// created later finds its pods through the index).
+func (c *Controller) podHandler(ctx context.Context) toolscache.ResourceEventHandler {
 	enqueue := func(obj any) {
 		m := objectMeta(obj)
 		if m == nil {
 			return
 		}
-		for _, s := range PodSources(m.GetAnnotations()) {
+		for _, s := range c.existingSources(ctx, m.GetAnnotations()) {
 			c.enqueuePair(PairKey{Kind: s.Kind, Name: s.Name, Namespace: m.GetNamespace()})
 		}
 	}
@@ -177,4 +179,24 @@ func (c *Controller) references(ctx context.Context, rk ResourceKey, secret stri
 		}
 	}
 	return false
+}
+
+// existingSources is PodSources without the resources absent from the cache.
+func (c *Controller) existingSources(ctx context.Context, annotations map[string]string) []routing.Source {
+	sources := PodSources(annotations)
+	return slices.DeleteFunc(sources, func(s routing.Source) bool { return !c.exists(ctx, s) })
+}
+
+// exists reports whether the cache holds the routing resource.
+func (c *Controller) exists(ctx context.Context, s routing.Source) bool {
+	var obj client.Object
+	switch s.Kind {
+	case routing.KindImageAlternative:
+		obj = &v1alpha1.ImageAlternative{}
+	case routing.KindImageMirror:
+		obj = &v1alpha1.ImageMirror{}
+	default:
+		return false
+	}
+	return c.cache.Get(ctx, client.ObjectKey{Name: s.Name}, obj) == nil
 }

@@ -150,7 +150,28 @@ func (m *PodMutator) mutate(ctx context.Context, req admission.Request) (ops []j
 	if after := annotationsSize(pod.Annotations); after > apivalidation.TotalAnnotationSizeLimitB && annotationsSize(b.annotations) <= apivalidation.TotalAnnotationSizeLimitB {
 		return nil, nil, "annotations", fmt.Errorf("kuik's records would take the pod's annotations to %d bytes, over the API server's limit of %d", after, apivalidation.TotalAnnotationSizeLimitB)
 	}
+	// Nor must they be more than the secret-syncer keeps of a pod: it would count the pod as
+	// not rewritten, and never write the credential the pod is routed to.
+	if n := recordBytes(pod); n > routing.MaxRecordBytes {
+		return nil, nil, "records", fmt.Errorf("kuik's records would take %d bytes, over the %d the secret-syncer keeps of a pod", n, routing.MaxRecordBytes)
+	}
 	return patch(b, pod, decisions), decisions, "", nil
+}
+
+// recordBytes is the size of kuik's records on a pod as the secret-syncer counts it
+// (routing.RecordBytes of every container rewritten-by names).
+func recordBytes(pod *corev1.Pod) int {
+	originals := readMap(pod.Annotations, v1alpha1.AnnotationOriginalImages)
+	by := readMap(pod.Annotations, v1alpha1.AnnotationRewrittenBy)
+	n := 0
+	for _, c := range containersOf(pod) {
+		src, err := routing.ParseSource(by[c.name])
+		if _, ok := originals[c.name]; !ok || err != nil || src.IsOriginal() {
+			continue
+		}
+		n += routing.RecordBytes(c.name, originals[c.name], *c.image, src)
+	}
+	return n
 }
 
 // annotationsSize is the size the API server limits: every key and value, in bytes.

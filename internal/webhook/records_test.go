@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -273,4 +274,63 @@ func TestNoCandidateIsLoggedOnlyAtV1(t *testing.T) {
 			t.Errorf("at verbosity %d: %d no-candidate lines (%q), want %d", verbosity, got, lines, want)
 		}
 	}
+}
+
+// The secret-syncer keeps nothing of a pod over routing's bounds and would never write the
+// credential it is routed to, so the webhook leaves such a pod as it is: labels over
+// routing.LabelsWithinBounds (unprobed), or records over routing.MaxRecordBytes (admitted
+// unchanged, with a warning, like records over the API server's annotation limit).
+func TestPodsOverTheSyncersBoundsAreLeftAlone(t *testing.T) {
+	acme := alternative("acme", v1alpha1.RewritePolicyOnFailure,
+		v1alpha1.Alternative{RepositoryGroup: "quay.io/acme/"},
+		v1alpha1.Alternative{RepositoryGroup: "registry.local/acme/", Auth: &v1alpha1.Auth{SecretRef: &v1alpha1.LocalSecretReference{Name: "local"}}})
+	long := strings.Repeat("r", 200)
+	available := []string{"registry.local/acme/foo:v1", "registry.local/acme/" + long + ":v1"}
+	withLabels := func(n int) *corev1.Pod {
+		p := pod(corev1.Container{Name: "c", Image: "quay.io/acme/foo:v1"})
+		p.Labels = map[string]string{}
+		for i := range n {
+			p.Labels[fmt.Sprintf("l%03d", i)] = "v"
+		}
+		return p
+	}
+	tests := map[string]struct {
+		pod    *corev1.Pod
+		want   []jsonpatch.JsonPatchOperation
+		probed int
+	}{
+		"a pod at the label bound is routed": {
+			pod:    withLabels(routing.MaxPodLabels),
+			probed: 1,
+			want: []jsonpatch.JsonPatchOperation{
+				{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{
+					v1alpha1.AnnotationOriginalImages: `{"c":"quay.io/acme/foo:v1"}`,
+					v1alpha1.AnnotationReason:         `{"c":"OnFailure"}`,
+					v1alpha1.AnnotationRewrittenBy:    `{"c":"ImageAlternative/acme"}`,
+				}},
+				{Operation: "add", Path: "/metadata/labels/kuik.enix.io~1rewritten", Value: "true"},
+				{Operation: "replace", Path: "/spec/containers/0/image", Value: "registry.local/acme/foo:v1"},
+				{Operation: "add", Path: "/spec/imagePullSecrets", Value: []any{map[string]any{"name": "kuik-inject-imagealternative-acme"}}},
+			},
+		},
+		"a pod over the label bound is left alone, unprobed": {pod: withLabels(routing.MaxPodLabels + 1)},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			checkPatch(t, []v1alpha1.ImageAlternative{acme}, nil, tc.pod, available, tc.want, tc.probed)
+		})
+	}
+
+	t.Run("a pod whose records would be over the bound is admitted unchanged", func(t *testing.T) {
+		// 40 containers rewritten from and to images of ~220 bytes: ~19 KiB of records.
+		p := pod()
+		for i := range 40 {
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: fmt.Sprintf("c%02d", i), Image: "quay.io/acme/" + long + ":v1"})
+		}
+		a := &availability{available: map[string]bool{available[1]: true}}
+		resp := mutator(t, a, []v1alpha1.ImageAlternative{acme}, nil).Handle(t.Context(), createRequest(t, p))
+		if !resp.Allowed || len(resp.Patches) > 0 || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "records") {
+			t.Errorf("allowed=%v patches=%d warnings=%v, want allowed unchanged with a warning naming the records", resp.Allowed, len(resp.Patches), resp.Warnings)
+		}
+	})
 }

@@ -116,7 +116,14 @@ type records struct {
 // repository of the container's current image (routing.Index.Recorded). Other records (a pod author's forgeries,
 // or records of containers that do not exist) are dropped, the container is routed from its
 // current image, and the kuik.enix.io/rewritten label is kept only when a true record remains.
+//
+// A pod whose labels are over routing.LabelsWithinBounds is left as it is, with no decision:
+// the secret-syncer keeps nothing of such a pod, so a credential it would need would never be
+// written.
 func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix *routing.Index, choose Chooser, scope Scope) ([]Decision, error) {
+	if !routing.LabelsWithinBounds(pod.Labels) {
+		return nil, nil
+	}
 	rec := records{
 		originals:   readMap(pod.Annotations, v1alpha1.AnnotationOriginalImages),
 		rewrittenBy: readMap(pod.Annotations, v1alpha1.AnnotationRewrittenBy),

@@ -11,7 +11,11 @@
 //     time until a peer's Secret exists in every namespace and the Secret writes it makes while
 //     nothing changes, next to kuik's and the floor's;
 //  5. memory: RSS of the secret-syncer binary (a subprocess) with P pods, spread over the N
-//     namespaces, of which W rewritten.
+//     namespaces, of which W rewritten; then with H hostile pods added (what any pod author
+//     may write: ~2,000 labels, a 250 KiB kuik.enix.io/ annotation, a 512 KiB image, the
+//     rewritten label) and one pod re-annotated in a loop with invented names, as a ratio of
+//     the honest RSS measured just before (the floor), and again after a restart of the
+//     syncer, which lists them all at once.
 //
 // It prints figures and ratios and asserts nothing about them; it exits non-zero when an outcome
 // is wrong (a Secret missing or with the wrong content, a peer that never converges). Run it
@@ -22,6 +26,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -76,6 +81,9 @@ var (
 	flagDebounce      = flag.Duration("debounce", 200*time.Millisecond, "syncer debounce")
 	flagResync        = flag.Duration("resync", 0, "syncer resync period (phase 2 waits for one); 0: 4× the first floor, at least 1m, so that no resync overlaps phase 1 or the storm")
 	flagCPUProfile    = flag.String("cpuprofile", "", "write a CPU profile of the convergence phase (syncer in-process) to this file")
+	flagHostile       = flag.Int("hostile-pods", 500, "after the memory measure, fat pods any pod author can write (~2,000 labels, a 250 KiB kuik.enix.io/ annotation, a 512 KiB image), measured against the honest RSS (0 skips)")
+	flagReannotate    = flag.Int("reannotate", 50, "updates of one pod re-annotated with invented names, with -hostile-pods")
+	flagInvented      = flag.Int("reannotate-names", 5000, "invented container and resource names per re-annotation")
 	flagPeerCmd       = flag.String("peer-cmd", "", "a peer to compare with, run through sh -c with KUBECONFIG set (see peer.go)")
 	flagPeerSecret    = flag.String("peer-secret", "", "the Secret the peer writes in every namespace (required with -peer-cmd)")
 	flagPeerQuiet     = flag.Duration("peer-quiet", 30*time.Second, "quiet window over which kuik's and the peer's writes are counted")
@@ -507,44 +515,22 @@ func (b *bench) memory(ctx context.Context) error {
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("building secret-syncer: %w", err)
 	}
-	port, err := freePort()
+	sub, err := startSubprocess(ctx, bin, b.cp.Kubeconfig, dir)
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, bin, "--kubeconfig="+b.cp.Kubeconfig, "--cluster-resource-namespace="+crns,
-		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(port), "--health-probe-bind-address=0",
-		"--workers="+strconv.Itoa(*flagWorkers))
-	logf, err := os.Create(filepath.Join(dir, "syncer.log"))
-	if err != nil {
-		return err
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
+	defer func() { sub.stop() }()
 	t0 = time.Now()
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	// Converged when every pair was applied (Always pairs, and the OnFailure pairs of the
 	// rewritten pods' namespaces and of the latency samples) and the counters stand still.
 	wantPairs := float64(max(*flagResources, 1)*n + len(rewrittenNS) + *flagSamples)
-	var last string
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout(int(wantPairs)+pods/10), true, func(ctx context.Context) (bool, error) {
-		m, err := scrape(ctx, port)
-		if err != nil {
-			return false, nil
-		}
-		cur := m[`kuik_secret_syncer_applies_total{result="success"}`] + m["kuik_secret_syncer_applies_skipped_total"]
-		done := m["kuik_secret_syncer_pairs"] >= wantPairs && fmt.Sprint(cur) == last
-		last = fmt.Sprint(cur)
-		return done, nil
-	})
-	if err != nil {
-		_ = logf.Sync()
-		return fmt.Errorf("subprocess syncer did not converge to %.0f pairs: %w\n%s", wantPairs, err, tail(logf.Name()))
+	if err := sub.converge(ctx, wantPairs, timeout(int(wantPairs)+pods/10)); err != nil {
+		return err
 	}
+	port := sub.port
 	converged := time.Since(t0)
 	time.Sleep(5 * time.Second)
-	rss, hwm, err := benchutil.ProcMemory(cmd.Process.Pid)
+	rss, hwm, err := benchutil.ProcMemory(sub.cmd.Process.Pid)
 	if err != nil {
 		return err
 	}
@@ -559,7 +545,170 @@ func (b *bench) memory(ctx context.Context) error {
 	if rss >= 150<<20 {
 		fmt.Printf("FINDING: RSS over the 150 MiB goal\n")
 	}
+	if *flagHostile <= 0 {
+		return nil
+	}
+	return b.hostile(ctx, sub, bin, dir, wantPairs, rss, int64(m["go_memstats_heap_inuse_bytes"]))
+}
+
+// subprocess is a secret-syncer binary run against the bench's control plane.
+type subprocess struct {
+	cmd  *exec.Cmd
+	port int
+	log  *os.File
+}
+
+func startSubprocess(ctx context.Context, bin, kubeconfig, dir string) (*subprocess, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, bin, "--kubeconfig="+kubeconfig, "--cluster-resource-namespace="+crns,
+		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(port), "--health-probe-bind-address=0",
+		"--workers="+strconv.Itoa(*flagWorkers))
+	logf, err := os.CreateTemp(dir, "syncer-*.log")
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &subprocess{cmd: cmd, port: port, log: logf}, nil
+}
+
+func (s *subprocess) stop() {
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	_ = s.log.Close()
+}
+
+// converge waits until the syncer holds wantPairs pairs and its apply counters stand still.
+func (s *subprocess) converge(ctx context.Context, wantPairs float64, limit time.Duration) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, limit, true, func(ctx context.Context) (bool, error) {
+		m, err := scrape(ctx, s.port)
+		if err != nil {
+			return false, nil
+		}
+		cur := fmt.Sprint(m[`kuik_secret_syncer_applies_total{result="success"}`]+m["kuik_secret_syncer_applies_skipped_total"], m["kuik_secret_syncer_queue_depth"])
+		done := m["kuik_secret_syncer_pairs"] >= wantPairs && cur == last
+		last = cur
+		return done, nil
+	})
+	if err != nil {
+		_ = s.log.Sync()
+		return fmt.Errorf("subprocess syncer did not converge to %.0f pairs: %w\n%s", wantPairs, err, tail(s.log.Name()))
+	}
 	return nil
+}
+
+// settle waits for the counters to stand still, then measures the subprocess' memory.
+func (s *subprocess) settle(ctx context.Context, wantPairs float64, limit time.Duration) (rss, hwm, heap int64, err error) {
+	if err := s.converge(ctx, wantPairs, limit); err != nil {
+		return 0, 0, 0, err
+	}
+	time.Sleep(5 * time.Second)
+	if rss, hwm, err = benchutil.ProcMemory(s.cmd.Process.Pid); err != nil {
+		return 0, 0, 0, err
+	}
+	m, _ := scrape(ctx, s.port)
+	return rss, hwm, int64(m["go_memstats_heap_inuse_bytes"]), nil
+}
+
+// hostile adds the pods of a tenant who wants the syncer's memory, and one pod re-annotated in
+// a loop with invented names, then measures the syncer against the honest floor, and again
+// after a restart.
+func (b *bench) hostile(ctx context.Context, sub *subprocess, bin, dir string, wantPairs float64, floorRSS, floorHeap int64) error {
+	names := b.names
+	t0 := time.Now()
+	err := benchutil.Parallel(ctx, *flagHostile, min(*flagCreateWorkers, 8), func(ctx context.Context, i int) error {
+		ns := names[i%len(names)]
+		_, err := b.create.CoreV1().Pods(ns).Create(ctx, fatPod(ns, fmt.Sprintf("fat-%05d", i), i), metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("creating hostile pods: %w", err)
+	}
+	created := time.Since(t0)
+	ns := names[0]
+	loop := rewrittenPod(ns, "reannotated", "quay.io/acme/bar:v1", "ImageAlternative/onfailure", 0)
+	if _, err := b.create.CoreV1().Pods(ns).Create(ctx, loop, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the re-annotated pod: %w", err)
+	}
+	for round := range *flagReannotate {
+		// Containers the pod lacks, each naming a resource that does not exist, new ones each
+		// round (the original-images record only for the real container: the rewritten-by
+		// annotation alone makes the fan-out, and both must fit the API server's 256 KiB).
+		by, orig := map[string]string{"app": "ImageAlternative/onfailure"}, map[string]string{"app": "docker.io/acme/bar:v1"}
+		for j := range *flagInvented {
+			by[fmt.Sprintf("g%d", j)] = fmt.Sprintf("ImageAlternative/i%d-%d", round, j)
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+			v1alpha1.AnnotationRewrittenBy: mustJSON(by), v1alpha1.AnnotationOriginalImages: mustJSON(orig),
+		}}})
+		if err != nil {
+			return err
+		}
+		if _, err := b.cs.CoreV1().Pods(ns).Patch(ctx, loop.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("re-annotating: %w", err)
+		}
+	}
+	fmt.Printf("\n== 5b. Hostile pods: %d fat pods created in %s, one pod re-annotated %d times with %d invented names each\n",
+		*flagHostile, created.Round(time.Second), *flagReannotate, *flagInvented)
+	limit := timeout(int(wantPairs) + *flagHostile)
+	rss, hwm, heap, err := sub.settle(ctx, wantPairs, limit)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("RSS %s (peak %s), Go heap in use %s: %.2f× the honest RSS floor %s (heap %.2f×)\n",
+		benchutil.MiB(rss), benchutil.MiB(hwm), benchutil.MiB(heap), float64(rss)/float64(floorRSS), benchutil.MiB(floorRSS), ratio(heap, floorHeap))
+	// A restart lists every pod again, the fat ones included.
+	sub.stop()
+	restarted, err := startSubprocess(ctx, bin, b.cp.Kubeconfig, dir)
+	if err != nil {
+		return err
+	}
+	defer restarted.stop()
+	rss, hwm, heap, err = restarted.settle(ctx, wantPairs, limit)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("after a restart: RSS %s (peak %s), Go heap in use %s: %.2f× the honest RSS floor (heap %.2f×)\n",
+		benchutil.MiB(rss), benchutil.MiB(hwm), benchutil.MiB(heap), float64(rss)/float64(floorRSS), ratio(heap, floorHeap))
+	if rss >= 150<<20 {
+		fmt.Printf("FINDING: RSS over the 150 MiB goal with the hostile pods\n")
+	}
+	return nil
+}
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// fatPod is what any pod author may create: the rewritten label and a record, ~2,000 labels, a
+// 250 KiB kuik.enix.io/ annotation, a 512 KiB image, and a nodeSelector nothing matches (it
+// costs no node). The API server admits it at ~800 KiB.
+func fatPod(ns, name string, i int) *corev1.Pod {
+	p := rewrittenPod(ns, name, "quay.io/acme/bar:v1", "ImageAlternative/onfailure", i)
+	for j := range 2000 {
+		p.Labels[fmt.Sprintf("tenant.example/l-%04d", j)] = strings.Repeat("v", 40)
+	}
+	p.Annotations["kuik.enix.io/notes"] = strings.Repeat("n", 250<<10)
+	p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "fat", Image: "registry.example/" + strings.Repeat("x", 512<<10)})
+	p.Spec.NodeSelector = map[string]string{"bench.example/nothing": "matches"}
+	return p
 }
 
 // tail is the end of a log file.
