@@ -58,8 +58,9 @@ func TestFlagDefaults(t *testing.T) {
 		RenewDeadline: 10 * time.Second,
 		RetryPeriod:   2 * time.Second,
 	}}
-	want.Missed = MissedPullFlags{Enabled: true, Options: missedpulls.Options{
+	want.Missed = MissedPullFlags{Enabled: true, Owners: defaultOwners(), Options: missedpulls.Options{
 		StuckPodAge: missedpulls.DefaultStuckPodAge, RecreateRate: missedpulls.DefaultRecreateRate, RecreateBurst: missedpulls.DefaultRecreateBurst,
+		RecreateOwners: missedpulls.DefaultRecreateOwners,
 	}}
 	want.MissedPulls = &want.Missed.Options
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -106,8 +107,9 @@ func TestFlags(t *testing.T) {
 		RenewDeadline:          time.Minute,
 		RetryPeriod:            5 * time.Second,
 	}}
-	want.Missed = MissedPullFlags{Enabled: true, Options: missedpulls.Options{
+	want.Missed = MissedPullFlags{Enabled: true, Owners: defaultOwners(), Options: missedpulls.Options{
 		StuckPodAge: missedpulls.DefaultStuckPodAge, RecreateRate: missedpulls.DefaultRecreateRate, RecreateBurst: missedpulls.DefaultRecreateBurst,
+		RecreateOwners: missedpulls.DefaultRecreateOwners,
 	}}
 	want.MissedPulls = &want.Missed.Options
 	if diff := cmp.Diff(want, got); diff != "" {
