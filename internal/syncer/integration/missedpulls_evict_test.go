@@ -48,9 +48,10 @@ func TestEvictionsReachAdmissionAsACreateOfTheEviction(t *testing.T) {
 			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "probe", Expression: fmt.Sprintf("request.userInfo.username == %q", user)}},
 			Validations: []admissionregistrationv1.Validation{{
 				Expression: "false",
-				MessageExpression: `'seen: ' + request.operation + ' ' + request.resource.resource + '/' + request.subResource +
-					' kind=' + request.kind.group + '/' + request.kind.version + '/' + request.kind.kind +
-					' object=' + (object == null ? 'null' : object.kind) + ' oldObject=' + (oldObject == null ? 'null' : oldObject.kind)`,
+				MessageExpression: `'seen: ' + request.operation + ' ' + request.resource.resource + '/' + request.?subResource.orValue('') +
+					' kind=' + request.kind.?group.orValue('') + '/' + request.kind.version + '/' + request.kind.kind +
+					' object=' + (object == null ? 'null' : object.kind + ' ' + object.metadata.name) +
+					' oldObject=' + (oldObject == null ? 'null' : 'the pod ' + oldObject.metadata.name + ' phase=' + oldObject.status.phase)`,
 			}},
 		},
 	}
@@ -84,13 +85,13 @@ func TestEvictionsReachAdmissionAsACreateOfTheEviction(t *testing.T) {
 	}{
 		"an eviction": {
 			try:  func(ctx context.Context) error { return probe.CoreV1().Pods(ns).EvictV1(ctx, eviction(pod, true)) },
-			want: "seen: CREATE pods/eviction kind=policy/v1/Eviction object=Eviction oldObject=null",
+			want: "seen: CREATE pods/eviction kind=policy/v1/Eviction object=Eviction web oldObject=null",
 		},
 		"a delete": {
 			try: func(ctx context.Context) error {
 				return probe.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 			},
-			want: "seen: DELETE pods/ kind=/v1/Pod object=null oldObject=Pod",
+			want: "seen: DELETE pods/ kind=/v1/Pod object=null oldObject=the pod web phase=Pending",
 		},
 	} {
 		var last error
@@ -213,7 +214,7 @@ func TestPodDeletesAndEvictionsAreBoundedByThePolicy(t *testing.T) {
 	grantRecreate(t, e)
 	ns := createNamespace(t, e, nil)
 	rs := replicaSet(t, e, ns, "owner")
-	syncerCS := syncerClient(t)
+	syncerCS, deleter := syncerClient(t), syncerDeleter(t)
 	const (
 		owners = "whose controller recreates them from a template"
 		waits  = "with a container waiting in ErrImagePull or ImagePullBackOff"
@@ -246,7 +247,7 @@ func TestPodDeletesAndEvictionsAreBoundedByThePolicy(t *testing.T) {
 			pod := podIn(t, e, ns, fmt.Sprintf("p%d", i), "registry.invalid/x:1", tc.owner(), tc.st)
 			for what, try := range map[string]func(context.Context) error{
 				"delete": func(ctx context.Context) error {
-					return syncerCS.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+					return deleter.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 				},
 				"eviction": func(ctx context.Context) error { return syncerCS.CoreV1().Pods(ns).EvictV1(ctx, eviction(pod, true)) },
 			} {
@@ -269,6 +270,11 @@ func TestPodDeletesAndEvictionsAreBoundedByThePolicy(t *testing.T) {
 		})
 	}
 
+	// The chart grants the syncer evictions, never deletes.
+	if err := syncerCS.CoreV1().Pods(ns).Delete(t.Context(), "p1", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `cannot delete resource "pods"`) {
+		t.Errorf("the syncer deleting a pod: %v, want refused by RBAC", err)
+	}
+
 	// An eviction must name the version of the pod the API server holds, and carry the label
 	// that selects it for the check of the pod.
 	pod := podIn(t, e, ns, "versions", "registry.invalid/x:1", rs, stuck)
@@ -288,7 +294,7 @@ func TestPodDeletesAndEvictionsAreBoundedByThePolicy(t *testing.T) {
 	}{
 		"a stale resourceVersion": {func() error { return syncerCS.CoreV1().Pods(ns).EvictV1(t.Context(), stale) }, "the version of the pod the API server holds"},
 		"no label":                {func() error { return syncerCS.CoreV1().Pods(ns).EvictV1(t.Context(), unlabelled) }, "labelled app.kubernetes.io/managed-by=kuik-secret-syncer"},
-		"no preconditions":        {func() error { return syncerCS.CoreV1().Pods(ns).EvictV1(t.Context(), bare) }, "with uid and resourceVersion preconditions"},
+		"no preconditions":        {func() error { return syncerCS.CoreV1().Pods(ns).EvictV1(t.Context(), bare) }, "uid and resourceVersion"},
 	} {
 		var last error
 		if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {

@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -70,7 +71,10 @@ func grantRecreate(t *testing.T, e env) {
 			err = fmt.Errorf("the chart renders %d objects for recreateStuckPods, want a ClusterRole, its binding, three policies and their bindings", len(objs))
 			return
 		}
-		err = testenv.Apply(context.Background(), cp.Config(), objs)
+		if err = testenv.Apply(context.Background(), cp.Config(), objs); err != nil {
+			return
+		}
+		err = grantTestDeletes(context.Background(), e)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +87,7 @@ func grantRecreate(t *testing.T, e env) {
 	syncerCS := syncerClient(t)
 	for what, try := range map[string]func(context.Context) error{
 		"a delete": func(ctx context.Context) error {
-			return syncerCS.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+			return syncerDeleter(t).CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 		},
 		"an unlabelled eviction": func(ctx context.Context) error {
 			ev := eviction(pod, true)
@@ -114,6 +118,42 @@ func eviction(pod *corev1.Pod, dryRun bool) *policyv1.Eviction {
 		ev.DeleteOptions.DryRun = []string{metav1.DryRunAll}
 	}
 	return ev
+}
+
+// testDeleters is a group granted delete on pods by the tests only: the chart grants the syncer
+// evictions, never deletes, so its ServiceAccount's deletes reach the pod-deletes policy (which
+// bounds them whatever RBAC grants) only as a member of it (syncerDeleter).
+const testDeleters = "kuik-test:pod-deleters"
+
+func grantTestDeletes(ctx context.Context, e env) error {
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "kuik-test-pod-deleters"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"delete"}}},
+	}
+	if _, err := e.cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "kuik-test-pod-deleters"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: testDeleters}},
+	}
+	if _, err := e.cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+// syncerDeleter is the syncer's ServiceAccount, also in testDeleters: allowed to delete pods by
+// RBAC, so that the pod-deletes policy decides.
+func syncerDeleter(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cp.ConfigAs("system:serviceaccount:"+crns+":"+serviceAccount,
+		"system:serviceaccounts", "system:serviceaccounts:"+crns, testDeleters))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
 }
 
 func syncerClient(t *testing.T) kubernetes.Interface {
