@@ -458,7 +458,7 @@ func TestStuckPodsOfOneControllerAreEvictedOneAtATime(t *testing.T) {
 	eventually(t, "one replica evicted", func(ctx context.Context) error {
 		evicted, err := terminating(ctx)
 		if err != nil || len(evicted) == 0 {
-			return fmt.Errorf("evicted %q: %v", evicted, err)
+			return fmt.Errorf("evicted %q: %w", evicted, err)
 		}
 		first = evicted[0]
 		return nil
@@ -480,7 +480,7 @@ func TestStuckPodsOfOneControllerAreEvictedOneAtATime(t *testing.T) {
 	eventually(t, "the second replica evicted once the first is gone", func(ctx context.Context) error {
 		evicted, err := terminating(ctx)
 		if err != nil || len(evicted) != 1 || evicted[0] != second {
-			return fmt.Errorf("evicted %q: %v", evicted, err)
+			return fmt.Errorf("evicted %q: %w", evicted, err)
 		}
 		return nil
 	})
