@@ -63,8 +63,8 @@ func TestCABundle(t *testing.T) {
 		key       string
 		rendered  bool // the chart renders that ConfigMap itself
 	}{
-		"off by default":                  {},
-		"inline PEM":                      {values: inline(pemA), configMap: "kuik-ca-bundle", key: "ca.crt", rendered: true},
+		"off by default":                   {},
+		"inline PEM":                       {values: inline(pemA), configMap: "kuik-ca-bundle", key: "ca.crt", rendered: true},
 		"inline PEM with provider plugins": {values: mergeValues(inline(pemA), providerValues(hostPathBinDir)), configMap: "kuik-ca-bundle", key: "ca.crt", rendered: true},
 		"existing ConfigMap": {
 			values:    map[string]any{"caBundle": map[string]any{"configMap": map[string]any{"name": "corp-roots", "key": "bundle.pem"}}},

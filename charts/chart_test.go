@@ -230,7 +230,7 @@ func TestRenderedPolicyIsPoliciesDir(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				objs, err := charts.Decode(charts.SubstitutePolicy(b, charts.PolicyValues{Name: policy, Namespace: ns, SyncerServiceAccount: tc.sa}))
+				objs, err := charts.Decode(charts.SubstitutePolicy(b, charts.PolicyValues{Name: policy, Namespace: ns, SyncerServiceAccount: tc.sa, RecreateOwners: charts.DefaultRecreateOwners}))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -253,7 +253,7 @@ func TestRenderedPolicyIsPoliciesDir(t *testing.T) {
 			if !strings.Contains(r.Manifest, "'system:serviceaccount:"+ns+":"+tc.sa+"'") {
 				t.Errorf("the rendered policy does not name system:serviceaccount:%s:%s", ns, tc.sa)
 			}
-			for _, p := range []string{charts.PolicyPlaceholders.Name, charts.PolicyPlaceholders.Namespace, charts.PolicyPlaceholders.SyncerServiceAccount} {
+			for _, p := range []string{charts.PolicyPlaceholders.Name, charts.PolicyPlaceholders.Namespace, charts.PolicyPlaceholders.SyncerServiceAccount, charts.PolicyPlaceholders.RecreateOwners} {
 				if strings.Contains(r.Manifest, p) {
 					t.Errorf("placeholder %s was left in the rendered chart", p)
 				}

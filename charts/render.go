@@ -170,11 +170,16 @@ func Lint(namespace string, values map[string]any) []string {
 }
 
 // PolicyPlaceholders are the strings of policies/*.yaml that the chart replaces.
-var PolicyPlaceholders = struct{ Name, Namespace, SyncerServiceAccount string }{
+var PolicyPlaceholders = struct{ Name, Namespace, SyncerServiceAccount, RecreateOwners string }{
 	Name:                 "__KUIK_POLICY_NAME__",
 	Namespace:            "__KUIK_NAMESPACE__",
 	SyncerServiceAccount: "__KUIK_SYNCER_SERVICE_ACCOUNT__",
+	RecreateOwners:       "__KUIK_RECREATE_OWNERS__",
 }
+
+// DefaultRecreateOwners is what the chart puts in place of PolicyPlaceholders.RecreateOwners by
+// default: syncer.recreateStuckPods.owners as a JSON list (a CEL list literal).
+const DefaultRecreateOwners = `["ReplicaSet.apps","StatefulSet.apps","DaemonSet.apps"]`
 
 // PolicyValues are what the chart puts in place of PolicyPlaceholders.
 type PolicyValues struct {
@@ -182,6 +187,8 @@ type PolicyValues struct {
 	Name                 string
 	Namespace            string
 	SyncerServiceAccount string
+	// RecreateOwners is the JSON list of the owner kinds of pod-deletes.yaml (DefaultRecreateOwners).
+	RecreateOwners string
 }
 
 // SubstitutePolicy does to a policies/*.yaml file what the chart does to its copy.
@@ -190,5 +197,6 @@ func SubstitutePolicy(policy []byte, v PolicyValues) []byte {
 		PolicyPlaceholders.Name, v.Name,
 		PolicyPlaceholders.Namespace, v.Namespace,
 		PolicyPlaceholders.SyncerServiceAccount, v.SyncerServiceAccount,
+		PolicyPlaceholders.RecreateOwners, v.RecreateOwners,
 	).Replace(string(policy)))
 }

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -259,10 +260,11 @@ func TestDeploymentAdmittedWhileTheWebhookIsDownRunsOnlyWithRecreateStuckPods(t 
 	t.Logf("recreated pod %s routed and Running %.1fs after the opt-in", fresh.Name, time.Since(optIn).Seconds())
 }
 
-// The chart's kuik-pod-deletes policy is in force on the node: the syncer's own identity may
-// delete a pod only when a controller owns it and the kubelet reports a container waiting in
-// ErrImagePull or ImagePullBackOff; a Running pod of the same kind is refused, whatever RBAC
-// grants. (The cases of ownership are internal/syncer/integration's TestPodDeletesAreBoundedByThePolicy.)
+// The chart's kuik-pod-deletes policies are in force on the node: the syncer's own identity may
+// evict a pod only when its controller recreates it, the kubelet reports a container waiting in
+// ErrImagePull or ImagePullBackOff and none of its containers ever ran; a Running pod of the same
+// kind is refused, and the chart grants it no delete at all. (The other cases are
+// internal/syncer/integration's TestPodDeletesAndEvictionsAreBoundedByThePolicy.)
 func TestPodDeletesAreBoundedByThePolicyOnTheNode(t *testing.T) {
 	w := env(t)
 	ns := w.namespace(t, nil)
@@ -303,13 +305,37 @@ func TestPodDeletesAreBoundedByThePolicyOnTheNode(t *testing.T) {
 	stuck := deploy("stuck", w.down+"/acme/deletes:v1")
 	w.waitPullRefused(t, ns, stuck.Name)
 
-	dryRun := metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}
-	err = syncerCS.CoreV1().Pods(ns).Delete(t.Context(), running.Name, dryRun)
-	want := "ValidatingAdmissionPolicy 'kuik-pod-deletes' with binding 'kuik-pod-deletes' denied request: the kuik secret-syncer may only delete pods with a container waiting in ErrImagePull or ImagePullBackOff"
-	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
-		t.Errorf("the syncer deleting the Running pod %s: %v, want Forbidden with %q", running.Name, err, want)
+	// The syncer's Eviction of the pod's current version, dry-run, polled: the kubelet writes
+	// the stuck pod's status again at each back-off, and the policy reads the pod from the API
+	// server's own cache.
+	evict := func(ctx context.Context, name string) error {
+		p, err := w.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		uid, rv := p.UID, p.ResourceVersion
+		return syncerCS.CoreV1().Pods(ns).EvictV1(ctx, &policyv1.Eviction{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBySecretSyncer}},
+			DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll},
+				Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}},
+		})
 	}
-	if err := syncerCS.CoreV1().Pods(ns).Delete(t.Context(), stuck.Name, dryRun); err != nil {
-		t.Errorf("the syncer deleting the stuck pod %s a ReplicaSet owns: %v, want allowed", stuck.Name, err)
+	want := "ValidatingAdmissionPolicy 'kuik-pod-deletes-evicted-pods' with binding 'kuik-pod-deletes-evicted-pods' denied request: the kuik secret-syncer may only evict pods with a container waiting in ErrImagePull or ImagePullBackOff"
+	var last error
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		last = evict(ctx, running.Name)
+		return apierrors.IsForbidden(last) && strings.Contains(last.Error(), want), nil
+	}); err != nil {
+		t.Errorf("the syncer evicting the Running pod %s: %v, want Forbidden with %q", running.Name, last, want)
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		last = evict(ctx, stuck.Name)
+		return last == nil, nil
+	}); err != nil {
+		t.Errorf("the syncer evicting the stuck pod %s a ReplicaSet owns: %v, want allowed", stuck.Name, last)
+	}
+	err = syncerCS.CoreV1().Pods(ns).Delete(t.Context(), stuck.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `cannot delete resource "pods"`) {
+		t.Errorf("the syncer deleting the stuck pod %s: %v, want refused by RBAC (evictions only)", stuck.Name, err)
 	}
 }

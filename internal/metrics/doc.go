@@ -58,8 +58,9 @@
 //     kuik-provider-* Secrets, written only when their content changes.
 //   - kuik_secret_syncer_missed_pulls_total{kind,name}: pods failing to pull an image the
 //     resource could route to an available candidate now (ImagePullMissedRouting events).
-//   - kuik_secret_syncer_stuck_pods_recreated_total{result}: pods deleted under
-//     recreateStuckPods, result "deleted", "error" or "rate-limited".
+//   - kuik_secret_syncer_stuck_pods_recreated_total{result}: pods evicted under
+//     recreateStuckPods, result "deleted", "error", "rate-limited", "in-flight" or
+//     "disruption-budget".
 //   - kuik_secret_syncer_fallback_pods{kind,name}: live pods the resource routes away now.
 //
 // controller-runtime's own metrics (workqueue_*, leader_election_master_status, rest_client_*)

@@ -104,11 +104,13 @@ var MissedPulls = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Pods failing to pull an image a routing resource could route now, by its kind and name.",
 }, []string{"kind", "name"})
 
-// StuckPodsRecreated counts pods deleted under recreateStuckPods so that their controller
-// recreates them, by result: "deleted", "error", "rate-limited" (left for later).
+// StuckPodsRecreated counts pods evicted under recreateStuckPods so that their controller
+// recreates them, by result: "deleted" (evicted), "error", and, left for later,
+// "rate-limited", "in-flight" (another pod of its controller is being evicted) and
+// "disruption-budget" (the eviction was refused with 429).
 var StuckPodsRecreated = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "kuik_secret_syncer_stuck_pods_recreated_total",
-	Help: "Stuck pods deleted for their controller to recreate, by result (deleted, error, rate-limited).",
+	Help: "Stuck pods evicted for their controller to recreate, by result (deleted, error, rate-limited, in-flight, disruption-budget).",
 }, []string{"result"})
 
 // FallbackPods is the number of live pods a routing resource routes away now (its

@@ -1,9 +1,14 @@
 package missedpulls
 
 import (
+	"fmt"
 	"regexp"
+	"strings"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/enix/kuik/internal/routing"
@@ -126,12 +131,98 @@ func Ephemeral(pod *corev1.Pod, name string) bool {
 
 // controllerUID is the UID of the pod's controller ("" for none).
 func controllerUID(pod *corev1.Pod) types.UID {
-	for _, r := range pod.OwnerReferences {
-		if r.Controller != nil && *r.Controller {
-			return r.UID
-		}
+	if r := ControllerOf(pod); r != nil {
+		return r.UID
 	}
 	return ""
+}
+
+// ControllerOf is the pod's controller reference (the ownerReference with controller: true),
+// nil when no controller owns it.
+func ControllerOf(pod *corev1.Pod) *metav1.OwnerReference {
+	for i, r := range pod.OwnerReferences {
+		if r.Controller != nil && *r.Controller {
+			return &pod.OwnerReferences[i]
+		}
+	}
+	return nil
+}
+
+// OwnerKind is the group and kind an ownerReference names (its apiVersion's version left out).
+func OwnerKind(r metav1.OwnerReference) schema.GroupKind {
+	group, _, _ := strings.Cut(r.APIVersion, "/")
+	if !strings.Contains(r.APIVersion, "/") {
+		group = "" // the core group: apiVersion "v1"
+	}
+	return schema.GroupKind{Group: group, Kind: r.Kind}
+}
+
+// JobKind is a Job's group and kind: its pods are recreated only with Options.RecreateJobs and
+// while it has retries left ([JobHasRetries]).
+var JobKind = schema.GroupKind{Group: "batch", Kind: "Job"}
+
+// DefaultRecreateOwners are the controllers whose pods are recreated by default: they recreate
+// a deleted pod from their template, whatever happened to it. A Job counts a deleted pod as a
+// failure (see Options.RecreateJobs); Argo Workflows, Tekton, Spark or KubeVirt mark their run
+// failed.
+var DefaultRecreateOwners = []schema.GroupKind{
+	{Group: "apps", Kind: "ReplicaSet"},
+	{Group: "apps", Kind: "StatefulSet"},
+	{Group: "apps", Kind: "DaemonSet"},
+}
+
+// ParseOwner parses an owner kind written Kind.group (ReplicaSet.apps; a kind of the core
+// group alone: ReplicationController), as kubectl writes a resource of a group.
+func ParseOwner(s string) (schema.GroupKind, error) {
+	gk := schema.ParseGroupKind(s)
+	if gk.Kind == "" || strings.ContainsAny(s, " /") {
+		return schema.GroupKind{}, fmt.Errorf("owner kind %q: want Kind.group, e.g. ReplicaSet.apps", s)
+	}
+	return gk, nil
+}
+
+// NeverRan reports whether none of the pod's init or regular containers ever ran: the pod is
+// Pending and no status of theirs is running or terminated, has started, counts a restart or
+// holds a last state. Only such a pod is recreated: evicting it stops nothing that ran (a
+// Running pod whose sidecar fails to pull is serving). Ephemeral containers do not count.
+func NeverRan(pod *corev1.Pod) bool {
+	if pod.Status.Phase != corev1.PodPending {
+		return false
+	}
+	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, st := range statuses {
+			last := st.LastTerminationState
+			if st.State.Running != nil || st.State.Terminated != nil || (st.Started != nil && *st.Started) ||
+				st.RestartCount > 0 || last.Running != nil || last.Terminated != nil || last.Waiting != nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// JobHasRetries reports whether one more failed pod leaves the Job running: it has not
+// finished (Complete, Failed, or their targets), has no per-index limit (backoffLimitPerIndex,
+// whose counts are per index), and has failed fewer times than spec.backoffLimit (default 6):
+// the Job controller counts an evicted pod as failed (unless a podFailurePolicy rule ignores
+// DisruptionTarget, which is not relied on), and fails the Job once failures exceed the limit.
+func JobHasRetries(job *batchv1.Job) bool {
+	for _, c := range job.Status.Conditions {
+		switch c.Type {
+		case batchv1.JobComplete, batchv1.JobFailed, batchv1.JobFailureTarget, batchv1.JobSuccessCriteriaMet:
+			if c.Status == corev1.ConditionTrue {
+				return false
+			}
+		}
+	}
+	if job.Spec.BackoffLimitPerIndex != nil {
+		return false
+	}
+	limit := int32(6)
+	if job.Spec.BackoffLimit != nil {
+		limit = *job.Spec.BackoffLimit
+	}
+	return job.Status.Failed < limit
 }
 
 // Skipped reports whether the webhook never sees the pod: opted out with kuik.enix.io/skip, or

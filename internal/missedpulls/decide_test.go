@@ -4,8 +4,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -114,5 +116,109 @@ func TestControlled(t *testing.T) {
 				t.Errorf("Controlled = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestNeverRan(t *testing.T) {
+	waiting := corev1.ContainerStatus{Name: "app", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: missedpulls.WaitingErrImagePull}}}
+	pod := func(phase corev1.PodPhase, mut func(*corev1.PodStatus)) *corev1.Pod {
+		p := &corev1.Pod{Status: corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{waiting}}}
+		if mut != nil {
+			mut(&p.Status)
+		}
+		return p
+	}
+	tests := map[string]struct {
+		pod  *corev1.Pod
+		want bool
+	}{
+		"Pending, pulling":        {pod(corev1.PodPending, nil), true},
+		"Pending, no status yet":  {pod(corev1.PodPending, func(s *corev1.PodStatus) { s.ContainerStatuses = nil }), true},
+		"Running":                 {pod(corev1.PodRunning, nil), false},
+		"no phase":                {pod("", nil), false},
+		"a container restarted":   {pod(corev1.PodPending, func(s *corev1.PodStatus) { s.ContainerStatuses[0].RestartCount = 1 }), false},
+		"a container has started": {pod(corev1.PodPending, func(s *corev1.PodStatus) { s.ContainerStatuses[0].Started = ptr.To(true) }), false},
+		"a last state": {pod(corev1.PodPending, func(s *corev1.PodStatus) {
+			s.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 1}
+		}), false},
+		"a sidecar running": {pod(corev1.PodPending, func(s *corev1.PodStatus) {
+			s.ContainerStatuses = append(s.ContainerStatuses, corev1.ContainerStatus{Name: "sidecar", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})
+		}), false},
+		"an init container completed": {pod(corev1.PodPending, func(s *corev1.PodStatus) {
+			s.InitContainerStatuses = []corev1.ContainerStatus{{Name: "init", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}}}
+		}), false},
+		"an ephemeral container ran: does not count": {pod(corev1.PodPending, func(s *corev1.PodStatus) {
+			s.EphemeralContainerStatuses = []corev1.ContainerStatus{{Name: "debug", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+		}), true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := missedpulls.NeverRan(tc.pod); got != tc.want {
+				t.Errorf("NeverRan = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestJobHasRetries(t *testing.T) {
+	job := func(limit *int32, failed int32, mut func(*batchv1.Job)) *batchv1.Job {
+		j := &batchv1.Job{Spec: batchv1.JobSpec{BackoffLimit: limit}, Status: batchv1.JobStatus{Failed: failed}}
+		if mut != nil {
+			mut(j)
+		}
+		return j
+	}
+	tests := map[string]struct {
+		job  *batchv1.Job
+		want bool
+	}{
+		"backoffLimit 0: the first failure fails it": {job(ptr.To[int32](0), 0, nil), false},
+		"failures left":                  {job(ptr.To[int32](2), 1, nil), true},
+		"no failure left":                {job(ptr.To[int32](2), 2, nil), false},
+		"the default limit, 6":           {job(nil, 5, nil), true},
+		"the default limit, used up":     {job(nil, 6, nil), false},
+		"a per-index limit: not counted": {job(ptr.To[int32](6), 0, func(j *batchv1.Job) { j.Spec.BackoffLimitPerIndex = ptr.To[int32](1) }), false},
+		"complete": {job(ptr.To[int32](6), 0, func(j *batchv1.Job) {
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+		}), false},
+		"failing already": {job(ptr.To[int32](6), 0, func(j *batchv1.Job) {
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue}}
+		}), false},
+		"a condition not true": {job(ptr.To[int32](6), 0, func(j *batchv1.Job) {
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionFalse}}
+		}), true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := missedpulls.JobHasRetries(tc.job); got != tc.want {
+				t.Errorf("JobHasRetries = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestOwnerKinds(t *testing.T) {
+	for name, tc := range map[string]struct {
+		ref  metav1.OwnerReference
+		want schema.GroupKind
+	}{
+		"a group":    {metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet"}, schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}},
+		"core":       {metav1.OwnerReference{APIVersion: "v1", Kind: "ReplicationController"}, schema.GroupKind{Kind: "ReplicationController"}},
+		"a CRD kind": {metav1.OwnerReference{APIVersion: "argoproj.io/v1alpha1", Kind: "Workflow"}, schema.GroupKind{Group: "argoproj.io", Kind: "Workflow"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := missedpulls.OwnerKind(tc.ref); got != tc.want {
+				t.Errorf("OwnerKind = %v, want %v", got, tc.want)
+			}
+			// Written as the flags and the policy write it, it parses back.
+			if back, err := missedpulls.ParseOwner(tc.want.String()); err != nil || back != tc.want {
+				t.Errorf("ParseOwner(%q) = %v, %v; want %v", tc.want.String(), back, err, tc.want)
+			}
+		})
+	}
+	for _, bad := range []string{"", "apps/v1/replicasets", "Replica Set.apps"} {
+		if _, err := missedpulls.ParseOwner(bad); err == nil {
+			t.Errorf("ParseOwner(%q) accepted", bad)
+		}
 	}
 }

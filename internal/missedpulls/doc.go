@@ -1,5 +1,5 @@
 // Package missedpulls finds the pods that fail to pull an image kuik could have routed, and,
-// for the routing resources that opt in (spec.recreateStuckPods), deletes them so that their
+// for the routing resources that opt in (spec.recreateStuckPods), evicts them so that their
 // controller recreates them through the webhook.
 //
 // The webhook fails open by design (failurePolicy Ignore): a pod admitted while it was down or
@@ -11,11 +11,12 @@
 //   - Trigger: the kubelet's image-pull failure events, watched with server-side field
 //     selectors (reason=Failed and reason=BackOff, involvedObject.kind=Pod), never a watch of
 //     pods. The events are not kept: a store of nothing feeds a work queue keyed by pod
-//     (deduplicated, rate-limited on errors, bounded). A (re)list goes by pages of 50, each
-//     observed as it comes, and never as a watch-list: the reflector's pager or its
-//     watch-list temporary store would hold every matching event of the cluster at once, and
-//     core/v1 events have no size limit but etcd's. Anyone allowed to create events in a
-//     namespace can forge them, so an event only says "look at this pod".
+//     (deduplicated, rate-limited on errors, bounded). A (re)list goes by pages of 50, each read
+//     as a JSON stream and observed one event at a time, and never as a watch-list: the
+//     reflector's pager or its watch-list temporary store would hold every matching event of
+//     the cluster at once, client-go's List a whole page, and core/v1 events have no size
+//     limit but etcd's. Anyone allowed to create events in a namespace can forge them, so an
+//     event only says "look at this pod".
 //   - Verify: the pod is read from the API server by name (never a cluster-wide pod cache); a
 //     container counts only when its status, written by the kubelet and not by the pod's author,
 //     is waiting in ErrImagePull or ImagePullBackOff with the image its spec names now.
@@ -29,17 +30,23 @@
 //     on the pod and on the winning resource, naming the container, the failing image and the
 //     candidate, counted in kuik_secret_syncer_missed_pulls_total, once per (pod UID, container,
 //     candidate). When the winning resource has spec.recreateStuckPods, the syncer was allowed
-//     to delete pods (--recreate-stuck-pods), a controller owns the pod (an ownerReference with
-//     controller: true, not a Node: a mirror pod comes back unchanged), it has been failing for
+//     to evict pods (--recreate-stuck-pods), the pod's controller recreates it from a template
+//     (its kind is one of --recreate-stuck-pod-owners, ReplicaSet, StatefulSet and DaemonSet by
+//     default; a Job only with --recreate-stuck-job-pods and while it has retries left; never a
+//     Node: a mirror pod comes back unchanged), none of its init or regular containers ever ran
+//     (NeverRan: a Running pod whose sidecar fails to pull serves), no other pod of that
+//     controller is being evicted (one in flight per controller), it has been failing for
 //     --stuck-pod-age since the syncer's own first verified observation (never an event's
 //     timestamps, which are forgeable; the age doubles, up to 32 times, for each generation of
 //     the controller's pods deleted within the hour: a pod created after one of its siblings
 //     was deleted, stuck again, was recreated without the webhook, still down, and deleting it
 //     again would only churn), and the global
-//     rate limit allows, the pod is read again, verified again, and deleted with preconditions
-//     on its UID and resourceVersion; a StuckPodRecreated event goes on the resource. A pod no
-//     controller owns is never deleted: nothing would bring it back.
+//     rate limit allows, the pod is read again, verified again, and evicted (policy/v1 Eviction,
+//     labelled app.kubernetes.io/managed-by=kuik-secret-syncer for the pod-deletes policies)
+//     with preconditions on its UID and resourceVersion; a StuckPodRecreated event goes on the
+//     resource. A pod no controller owns is never evicted: nothing would bring it back.
 //
-// Memory is bounded: the queue holds at most maxQueued pods, the first observations and the
-// events already emitted are LRU caches.
+// Memory is bounded: the queue holds at most maxQueued pods; the first observations, the
+// events already emitted, the generations and the pods in flight are LRU caches; a list holds
+// one event at a time (each at most the largest object the API server stores).
 package missedpulls

@@ -2,6 +2,7 @@ package missedpulls
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,13 +14,18 @@ import (
 	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	batchv1client "k8s.io/client-go/kubernetes/typed/batch/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -57,6 +63,8 @@ const (
 	// stuck (StuckPodAge << maxRepeats at most); repeatWindow is how long a delete counts.
 	maxRepeats   = 5
 	repeatWindow = time.Hour
+	// maxInFlightWait bounds the wait of a pod whose sibling (same controller) is being evicted.
+	maxInFlightWait = 5 * time.Second
 )
 
 // Options configure a [Watcher].
@@ -66,9 +74,16 @@ type Options struct {
 	// ExcludedNamespaces are the namespaces the webhook configuration leaves out (kube-system
 	// and the cluster resource namespace are always).
 	ExcludedNamespaces []string
-	// AllowDelete lets the watcher delete stuck pods of resources with spec.recreateStuckPods;
-	// false only reports them (the chart grants delete on pods only with it).
+	// AllowDelete lets the watcher evict stuck pods of resources with spec.recreateStuckPods;
+	// false only reports them (the chart grants create on pods/eviction only with it).
 	AllowDelete bool
+	// RecreateOwners are the kinds of controllers whose pods are evicted, those that recreate
+	// a deleted pod from their template (nil: DefaultRecreateOwners). A Job is never one of
+	// them: see RecreateJobs.
+	RecreateOwners []schema.GroupKind
+	// RecreateJobs evicts the pods of a Job too, while it has retries left (JobHasRetries,
+	// read from the Job right before): the eviction counts as one of its failures.
+	RecreateJobs bool
 	// StuckPodAge is how long a pod must have been seen failing before it is deleted (default
 	// DefaultStuckPodAge).
 	StuckPodAge time.Duration
@@ -101,6 +116,9 @@ func (o *Options) defaults() {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
+	if o.RecreateOwners == nil {
+		o.RecreateOwners = DefaultRecreateOwners
+	}
 }
 
 // Watcher is the missed-pull controller (see the package documentation).
@@ -108,6 +126,8 @@ type Watcher struct {
 	opts     Options
 	cache    cache.Cache
 	core     corev1client.CoreV1Interface
+	jobs     batchv1client.BatchV1Interface
+	owners   map[schema.GroupKind]bool
 	recorder record.EventRecorder
 	chooser  *webhook.ProbeChooser
 	prober   *probe.Prober
@@ -136,6 +156,15 @@ type Watcher struct {
 	// generation doubles the stuck age; pods created before the first delete (the siblings of
 	// a Deployment's replicas) are the first generation, whatever the number deleted.
 	repeats *lru.Cache
+	// inFlight holds, by controller UID, the one pod of that controller being evicted: its
+	// siblings wait until it is gone, so that a burst never takes every replica at once.
+	inFlight *lru.Cache
+}
+
+// flight is a pod being evicted.
+type flight struct {
+	key types.NamespacedName
+	uid types.UID
 }
 
 // generations are the deletes of a controller's pods: step i is when a pod of generation
@@ -143,14 +172,16 @@ type Watcher struct {
 type generations []time.Time
 
 // New builds a Watcher reading routing resources, Namespaces and the cluster resource
-// namespace's Secrets from c (the syncer's cache), pods and events through core, and emitting
-// events with recorder.
-func New(opts Options, c cache.Cache, core corev1client.CoreV1Interface, recorder record.EventRecorder) *Watcher {
+// namespace's Secrets from c (the syncer's cache), pods, events and Jobs through cs, and
+// emitting events with recorder.
+func New(opts Options, c cache.Cache, cs kubernetes.Interface, recorder record.EventRecorder) *Watcher {
 	opts.defaults()
 	w := &Watcher{
 		opts:     opts,
 		cache:    c,
-		core:     core,
+		core:     cs.CoreV1(),
+		jobs:     cs.BatchV1(),
+		owners:   map[schema.GroupKind]bool{},
 		recorder: recorder,
 		limiter:  rate.NewLimiter(rate.Limit(opts.RecreateRate), opts.RecreateBurst),
 		excluded: map[string]bool{"kube-system": true, opts.ClusterResourceNamespace: true},
@@ -160,10 +191,14 @@ func New(opts Options, c cache.Cache, core corev1client.CoreV1Interface, recorde
 				&workqueue.TypedBucketRateLimiter[types.NamespacedName]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
 			),
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "secret-syncer-missed-pulls"}),
-		since:   lru.New(maxTracked),
-		emitted: lru.New(maxEmitted),
-		held:    map[types.NamespacedName]struct{}{},
-		repeats: lru.New(maxTracked),
+		since:    lru.New(maxTracked),
+		emitted:  lru.New(maxEmitted),
+		held:     map[types.NamespacedName]struct{}{},
+		repeats:  lru.New(maxTracked),
+		inFlight: lru.New(maxTracked),
+	}
+	for _, gk := range opts.RecreateOwners {
+		w.owners[gk] = true
 	}
 	for _, ns := range opts.ExcludedNamespaces {
 		w.excluded[ns] = true
@@ -324,12 +359,15 @@ func (w *Watcher) sync(ctx context.Context, key types.NamespacedName) (time.Dura
 			recreate = &hits[i]
 		}
 	}
-	if !w.opts.AllowDelete || !Controlled(pod) {
+	if recreate == nil {
+		if w.opts.AllowDelete && w.notRecreated(pod) == "" {
+			// Looked at again while it fails: its resource may opt in later.
+			return w.opts.StuckPodAge, nil
+		}
 		return 0, nil
 	}
-	if recreate == nil {
-		// Looked at again while it fails: its resource may opt in later.
-		return w.opts.StuckPodAge, nil
+	if w.notRecreated(pod) != "" {
+		return 0, nil // reported with the reason; the next event starts over
 	}
 	if need, age := w.stuckAge(pod, now), now.Sub(since); age < need {
 		return need - age, nil
@@ -464,13 +502,12 @@ func (w *Watcher) report(pod *corev1.Pod, h *hit) {
 		return
 	}
 	extra := ""
-	switch {
-	case h.recreate && !w.opts.AllowDelete:
-		extra = "; recreateStuckPods is set but the secret-syncer may not delete pods (--recreate-stuck-pods=false)"
-	case h.recreate && !Controlled(pod):
-		extra = "; recreateStuckPods is set but no controller owns the pod, so it is not deleted"
-	case h.recreate:
-		extra = fmt.Sprintf("; recreateStuckPods: the pod is deleted for its controller to recreate it once failing for %s", w.stuckAge(pod, w.opts.Clock.Now()))
+	if h.recreate {
+		extra = w.notRecreated(pod)
+		if extra == "" {
+			extra = fmt.Sprintf("recreateStuckPods: the pod is evicted for its controller to recreate it once failing for %s", w.stuckAge(pod, w.opts.Clock.Now()))
+		}
+		extra = "; " + extra
 	}
 	w.recorder.Event(pod, corev1.EventTypeWarning, v1alpha1.EventImagePullMissedRouting, clip(fmt.Sprintf(
 		"container %q fails to pull %q, which %s routes to %q, available now (the pod was admitted without kuik's webhook)%s",
@@ -480,16 +517,59 @@ func (w *Watcher) report(pod *corev1.Pod, h *hit) {
 		pod.Namespace, pod.Name, h.container, h.image, h.candidate, extra)))
 }
 
-// errChanged: the pod changed between the two reads; it is looked at again.
-var errChanged = errors.New("the pod changed before it could be deleted")
+// notRecreated is why a stuck pod is not evicted although its resource has recreateStuckPods,
+// "" when it may be (a Job's retries are read right before the eviction).
+func (w *Watcher) notRecreated(pod *corev1.Pod) string {
+	switch {
+	case !w.opts.AllowDelete:
+		return "recreateStuckPods is set but the secret-syncer may not evict pods (--recreate-stuck-pods=false)"
+	case !Controlled(pod):
+		return "recreateStuckPods is set but no controller owns the pod, so it is not evicted"
+	case !w.ownerRecreates(pod):
+		return fmt.Sprintf("recreateStuckPods is set but the pod's controller, a %s, is not one the secret-syncer counts on to recreate it (--recreate-stuck-pod-owners, --recreate-stuck-job-pods), so it is not evicted",
+			OwnerKind(*ControllerOf(pod)))
+	case !NeverRan(pod):
+		return "recreateStuckPods is set but the pod is not Pending or one of its containers has run, so it is not evicted"
+	}
+	return ""
+}
 
-// recreate deletes a stuck pod when the rate limit allows, after reading and verifying it again.
+// ownerRecreates reports whether the pod's controller is one of the kinds whose pods are evicted.
+func (w *Watcher) ownerRecreates(pod *corev1.Pod) bool {
+	r := ControllerOf(pod)
+	if r == nil {
+		return false
+	}
+	gk := OwnerKind(*r)
+	return w.owners[gk] || (w.opts.RecreateJobs && gk == JobKind)
+}
+
+// errChanged: the pod changed between the two reads; it is looked at again.
+var errChanged = errors.New("the pod changed before it could be evicted")
+
+// recreate evicts a stuck pod when no pod of its controller is being evicted and the rate limit
+// allows, after reading and verifying it again (and its Job's retries).
 func (w *Watcher) recreate(ctx context.Context, pod *corev1.Pod, failing map[string]string, hits []hit, h *hit, now time.Time) (time.Duration, error) {
 	log := logr.FromContextOrDiscard(ctx)
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	claimed, err := w.claim(ctx, pod)
+	if err != nil {
+		return 0, err
+	}
+	if !claimed {
+		metrics.StuckPodsRecreated.WithLabelValues("in-flight").Inc()
+		return min(w.opts.StuckPodAge, maxInFlightWait), nil
+	}
+	evicted := false
+	defer func() {
+		if !evicted {
+			w.unclaim(controllerUID(pod), pod.UID)
+		}
+	}()
 	if !w.limiter.AllowN(now, 1) {
 		metrics.StuckPodsRecreated.WithLabelValues("rate-limited").Inc()
 		// Its turn: one token interval per pod held back, itself included.
-		held := w.hold(types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
+		held := w.hold(key)
 		wait := time.Duration(min(float64(held)/w.opts.RecreateRate, maxHeldWait.Seconds()) * float64(time.Second))
 		return max(wait, time.Second), nil
 	}
@@ -506,33 +586,91 @@ func (w *Watcher) recreate(ctx context.Context, pod *corev1.Pod, failing map[str
 	for _, x := range hits {
 		want[x.container] = failing[x.container]
 	}
-	if fresh.UID != pod.UID || !Controlled(fresh) || Skipped(fresh, w.excluded) || !StillFailing(fresh, want) {
-		return 0, nil // recovered, replaced or changed: the next event starts over
+	if fresh.UID != pod.UID || controllerUID(fresh) != controllerUID(pod) || w.notRecreated(fresh) != "" || Skipped(fresh, w.excluded) || !StillFailing(fresh, want) {
+		return 0, nil // recovered, ran, replaced or changed: the next event starts over
+	}
+	if r := ControllerOf(fresh); OwnerKind(*r) == JobKind {
+		job, err := w.jobs.Jobs(fresh.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return 0, nil // the garbage collector deletes its pods
+		case err != nil:
+			metrics.StuckPodsRecreated.WithLabelValues(metrics.ResultError).Inc()
+			return 0, fmt.Errorf("reading the Job of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		case job.UID != r.UID || !JobHasRetries(job):
+			log.Info("not evicting a stuck pod: its Job has no retry left", "pod", key.String(), "job", r.Name)
+			return 0, nil
+		}
 	}
 	uid, rv := fresh.UID, fresh.ResourceVersion
-	err = w.core.Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+	err = w.core.Pods(pod.Namespace).EvictV1(ctx, &policyv1.Eviction{
+		// The label selects the eviction for the pod-deletes policy's check of the pod (the
+		// Eviction is all an admission policy sees of it), which refuses one without it.
+		ObjectMeta:    metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBySecretSyncer}},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}},
+	})
 	switch {
 	case apierrors.IsNotFound(err):
 		w.forget(pod.UID)
 		return 0, nil
 	case apierrors.IsConflict(err):
-		return 0, fmt.Errorf("deleting pod %s/%s: %w: %w", pod.Namespace, pod.Name, errChanged, err)
+		return 0, fmt.Errorf("evicting pod %s/%s: %w: %w", pod.Namespace, pod.Name, errChanged, err)
+	case apierrors.IsTooManyRequests(err):
+		// A PodDisruptionBudget allows no disruption now (the API server checks budgets for
+		// pods that are not Pending, so only when the pod changed since it was read).
+		metrics.StuckPodsRecreated.WithLabelValues("disruption-budget").Inc()
+		return w.opts.StuckPodAge, nil
 	case err != nil:
 		metrics.StuckPodsRecreated.WithLabelValues(metrics.ResultError).Inc()
-		return 0, fmt.Errorf("deleting pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		return 0, fmt.Errorf("evicting pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+	evicted = true
 	metrics.StuckPodsRecreated.WithLabelValues("deleted").Inc()
 	w.deleted(fresh, now)
 	failingFor := now.Sub(w.sinceOr(pod.UID, now)).Round(time.Second)
 	w.forget(pod.UID)
-	log.Info("deleted a pod stuck pulling an image kuik routes, for its controller to recreate it",
-		"pod", pod.Namespace+"/"+pod.Name, "container", h.container, "image", h.image, "candidate", h.candidate, "by", h.source.String())
+	log.Info("evicted a pod stuck pulling an image kuik routes, for its controller to recreate it",
+		"pod", key.String(), "container", h.container, "image", h.image, "candidate", h.candidate, "by", h.source.String())
 	if w.recorder != nil {
 		w.recorder.Event(h.resource, corev1.EventTypeNormal, v1alpha1.EventStuckPodRecreated, clip(fmt.Sprintf(
-			"deleted pod %s/%s (uid %s), failing to pull %q in container %q for %s although this resource routes it to %q: its controller recreates it through the webhook",
+			"evicted pod %s/%s (uid %s), failing to pull %q in container %q for %s although this resource routes it to %q: its controller recreates it through the webhook",
 			pod.Namespace, pod.Name, pod.UID, h.image, h.container, failingFor, h.candidate)))
 	}
 	return 0, nil
+}
+
+// claim makes pod its controller's pod in flight, unless another one is and still exists: at
+// most one pod of a controller is being evicted at a time.
+func (w *Watcher) claim(ctx context.Context, pod *corev1.Pod) (bool, error) {
+	controller := string(controllerUID(pod))
+	for {
+		w.mu.Lock()
+		v, ok := w.inFlight.Get(controller)
+		if !ok || v.(flight).uid == pod.UID {
+			w.inFlight.Add(controller, flight{key: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, uid: pod.UID})
+			w.mu.Unlock()
+			return true, nil
+		}
+		w.mu.Unlock()
+		other := v.(flight)
+		p, err := w.core.Pods(other.key.Namespace).Get(ctx, other.key.Name, metav1.GetOptions{})
+		switch {
+		case err != nil && !apierrors.IsNotFound(err):
+			return false, fmt.Errorf("reading pod %s, evicted before its sibling %s/%s: %w", other.key, pod.Namespace, pod.Name, err)
+		case err == nil && p.UID == other.uid:
+			return false, nil // still there, terminating
+		}
+		w.unclaim(types.UID(controller), other.uid)
+	}
+}
+
+// unclaim ends the flight of pod uid for its controller (a pod gone, or not evicted after all).
+func (w *Watcher) unclaim(controller, uid types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if v, ok := w.inFlight.Get(string(controller)); ok && v.(flight).uid == uid {
+		w.inFlight.Remove(string(controller))
+	}
 }
 
 // firstSeen is when the pod was first seen failing with a routable image, now if never.
@@ -630,33 +768,96 @@ func clip(s string) string {
 	return s
 }
 
-// listPage is how many events one list request asks for: what the watcher holds at once
-// while it lists (core/v1 events have no size limit but etcd's).
+// listPage is how many events one list request asks for. It bounds no memory (a page is read
+// as a stream, one event at a time): it bounds how long the API server serves one request.
 const listPage = 50
 
 // listEvents lists the matching events page by page (a consistent snapshot: resourceVersion
-// unset), observing each page as it comes, and returns an empty list at the snapshot's
+// unset), observing each event as it is decoded, and returns an empty list at the snapshot's
 // resourceVersion for the reflector to watch from: the reflector's own pager, or its
 // watch-list temporary store, would hold every matching event of the cluster at once.
 func (w *Watcher) listEvents(ctx context.Context, selector string) (*corev1.EventList, error) {
 	o := metav1.ListOptions{FieldSelector: selector, Limit: listPage}
 	rv := ""
 	for {
-		page, err := w.core.Events(metav1.NamespaceAll).List(ctx, o)
+		meta, err := w.listEventsPage(ctx, o)
 		if err != nil {
 			return nil, fmt.Errorf("listing events (%s): %w", selector, err)
 		}
 		if rv == "" {
-			rv = page.ResourceVersion
+			rv = meta.ResourceVersion
 		}
-		for i := range page.Items {
-			w.observe(&page.Items[i])
-		}
-		if page.Continue == "" {
+		if meta.Continue == "" {
 			return &corev1.EventList{ListMeta: metav1.ListMeta{ResourceVersion: rv}}, nil
 		}
-		o.Continue = page.Continue
+		o.Continue = meta.Continue
 	}
+}
+
+// listEventsPage reads one page of events as a JSON stream, decoding and observing one event at
+// a time, and returns the page's list metadata. core/v1 events have no size limit but the
+// largest object the API server stores (etcd's --max-request-bytes, 1.5 MiB by default): a
+// client that reads a page whole (client-go's List does) holds the page's bytes and then all its
+// events decoded, up to the page size times that; this holds what it has read of one event and
+// that event decoded.
+func (w *Watcher) listEventsPage(ctx context.Context, o metav1.ListOptions) (metav1.ListMeta, error) {
+	var meta metav1.ListMeta
+	body, err := w.core.RESTClient().Get().Resource("events").
+		VersionedParams(&o, scheme.ParameterCodec).
+		SetHeader("Accept", runtime.ContentTypeJSON).
+		Stream(ctx)
+	if err != nil {
+		return meta, err
+	}
+	defer func() { _ = body.Close() }()
+	dec := json.NewDecoder(body)
+	if err := delim(dec, '{'); err != nil {
+		return meta, err
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return meta, fmt.Errorf("reading an event list: %w", err)
+		}
+		switch tok {
+		case "metadata":
+			if err := dec.Decode(&meta); err != nil {
+				return meta, fmt.Errorf("reading an event list's metadata: %w", err)
+			}
+		case "items":
+			if err := delim(dec, '['); err != nil {
+				return meta, err
+			}
+			for dec.More() {
+				ev := &corev1.Event{}
+				if err := dec.Decode(ev); err != nil {
+					return meta, fmt.Errorf("reading an event: %w", err)
+				}
+				w.observe(ev)
+			}
+			if err := delim(dec, ']'); err != nil {
+				return meta, err
+			}
+		default: // kind, apiVersion
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return meta, fmt.Errorf("reading an event list: %w", err)
+			}
+		}
+	}
+	return meta, delim(dec, '}')
+}
+
+// delim reads the JSON delimiter want.
+func delim(dec *json.Decoder, want json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("reading an event list: %w", err)
+	}
+	if tok != want {
+		return fmt.Errorf("reading an event list: got %v, want %v", tok, want)
+	}
+	return nil
 }
 
 // pagedListWatch tells the reflector not to use watch-list (client-go's WatchListClient): its

@@ -83,7 +83,15 @@ func NewManager(ctx context.Context, restConfig *rest.Config, opts Options) (man
 	return mgr, err
 }
 
-func newManager(ctx context.Context, restConfig *rest.Config, opts Options) (manager.Manager, *trackedController, error) {
+// leaderRunnables are the runnables of a manager that write while it leads, each told when it
+// has returned: the controller and the missed-pull watcher (nil when off), the one that
+// evicts pods.
+type leaderRunnables struct {
+	ctrl    *trackedController
+	watcher *tracked
+}
+
+func newManager(ctx context.Context, restConfig *rest.Config, opts Options) (manager.Manager, *leaderRunnables, error) {
 	if opts.ClusterResourceNamespace == "" {
 		return nil, nil, errors.New("the cluster resource namespace is required")
 	}
@@ -151,13 +159,15 @@ func newManager(ctx context.Context, restConfig *rest.Config, opts Options) (man
 	if err := ctrl.Prepare(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, nil, err
 	}
+	leaders := &leaderRunnables{}
 	if mp := missedPullOptions(opts); mp != nil {
-		if err := mgr.Add(missedpulls.New(*mp, mgr.GetCache(), cs.CoreV1(), recorder)); err != nil {
+		leaders.watcher = &tracked{leaderRunnable: missedpulls.New(*mp, mgr.GetCache(), cs, recorder), done: make(chan struct{})}
+		if err := mgr.Add(leaders.watcher); err != nil {
 			return nil, nil, fmt.Errorf("adding the missed-pull controller: %w", err)
 		}
 	}
-	tracked := &trackedController{Controller: ctrl, done: make(chan struct{})}
-	if err := mgr.Add(tracked); err != nil {
+	leaders.ctrl = &trackedController{Controller: ctrl, done: make(chan struct{})}
+	if err := mgr.Add(leaders.ctrl); err != nil {
 		return nil, nil, fmt.Errorf("adding controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -174,7 +184,7 @@ func newManager(ctx context.Context, restConfig *rest.Config, opts Options) (man
 	if err := mgr.AddReadyzCheck("informers", informersSynced); err != nil {
 		return nil, nil, fmt.Errorf("adding readiness check: %w", err)
 	}
-	return mgr, tracked, nil
+	return mgr, leaders, nil
 }
 
 // shutdownOnStop calls a function when the manager stops, leader or not.
@@ -201,6 +211,38 @@ func (t *trackedController) Start(ctx context.Context) error {
 	return t.Controller.Start(ctx)
 }
 
+// leaderRunnable is a runnable that runs on the leader only.
+type leaderRunnable interface {
+	manager.Runnable
+	manager.LeaderElectionRunnable
+}
+
+// tracked tells when a leader's runnable, once started, has returned.
+type tracked struct {
+	leaderRunnable
+	started atomic.Bool
+	done    chan struct{}
+}
+
+func (t *tracked) Start(ctx context.Context) error {
+	t.started.Store(true)
+	defer close(t.done)
+	return t.leaderRunnable.Start(ctx)
+}
+
+// stopped is closed once every runnable of l that started has returned.
+func (l *leaderRunnables) stopped() <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-l.ctrl.done
+		if l.watcher != nil && l.watcher.started.Load() {
+			<-l.watcher.done
+		}
+	}()
+	return done
+}
+
 // errLeaseLost is controller-runtime's error when a leader cannot renew its lease within
 // RenewDeadline; it is matched by its text, the only form the manager returns it in
 // (TestLeaderRidesOutAnAPIServerOutageLongerThanItsRenewDeadline fails if that changes).
@@ -221,7 +263,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	}
 	backoff := newBackoff()
 	for {
-		mgr, ctrl, err := newManager(ctx, restConfig, opts)
+		mgr, leaders, err := newManager(ctx, restConfig, opts)
 		if err != nil {
 			if !recampaign {
 				return err
@@ -240,17 +282,18 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		if err == nil || ctx.Err() != nil {
 			return nil
 		}
-		if !opts.LeaderElection || !ctrl.started.Load() || !strings.Contains(err.Error(), errLeaseLost) {
+		if !opts.LeaderElection || !leaders.ctrl.started.Load() || !strings.Contains(err.Error(), errLeaseLost) {
 			return fmt.Errorf("running secret-syncer: %w", err)
 		}
 		// The manager does not wait for its runnables when the lease is lost: this does, so
-		// that the new manager's controller never writes beside the old one.
+		// that the new manager's controller never writes beside the old one, nor its
+		// missed-pull watcher evicts beside the old one.
 		select {
-		case <-ctrl.done:
+		case <-leaders.stopped():
 		case <-time.After(stopTimeout):
-			return fmt.Errorf("running secret-syncer: the controller did not stop within %s of losing its lease: %w", stopTimeout, err)
+			return fmt.Errorf("running secret-syncer: the controller or the missed-pull watcher did not stop within %s of losing its lease: %w", stopTimeout, err)
 		}
-		log.Info("lost the leader lease (the API server out of reach for the renew deadline): the controller stopped, campaigning again")
+		log.Info("lost the leader lease (the API server out of reach for the renew deadline): the controller and the missed-pull watcher stopped, campaigning again")
 		recampaign = true
 	}
 }

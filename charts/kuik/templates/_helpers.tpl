@@ -66,6 +66,18 @@ so it must be a DNS label. */}}
 {{- $name }}
 {{- end }}
 
+{{/*
+The controller kinds whose stuck pods the secret-syncer may evict, Kind.group, as a JSON list (a
+CEL list literal too): syncer.recreateStuckPods.owners, plus Job.batch with
+syncer.recreateStuckPods.jobs. The syncer is given the same list (--recreate-stuck-pod-owners,
+--recreate-stuck-job-pods) as the pod-deletes policy.
+*/}}
+{{- define "kuik.syncer.recreateOwners" -}}
+{{- $owners := .Values.syncer.recreateStuckPods.owners -}}
+{{- if .Values.syncer.recreateStuckPods.jobs }}{{ $owners = append $owners "Job.batch" }}{{ end -}}
+{{- toJson $owners -}}
+{{- end }}
+
 {{/* image reference of a component: include with (dict "root" $ "image" .Values.webhook.image). */}}
 {{- define "kuik.image" -}}
 {{- printf "%s:%s" .image.repository (default .root.Chart.AppVersion .image.tag) }}

@@ -60,9 +60,9 @@ func TestFlagDefaults(t *testing.T) {
 		RetryPeriod:   2 * time.Second,
 	}}
 	// Missed pulls are off unless asked for: they need rights and egress of their own.
-	want.Missed = MissedPullFlags{Options: missedpulls.Options{
+	want.Missed = MissedPullFlags{Owners: defaultOwners(), Options: missedpulls.Options{
 		StuckPodAge: missedpulls.DefaultStuckPodAge, RecreateRate: missedpulls.DefaultRecreateRate, RecreateBurst: missedpulls.DefaultRecreateBurst,
-		ProbeTimeout: probe.DefaultTimeout, ProbeTTL: probe.DefaultTTL,
+		RecreateOwners: missedpulls.DefaultRecreateOwners, ProbeTimeout: probe.DefaultTimeout, ProbeTTL: probe.DefaultTTL,
 	}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)
@@ -109,9 +109,9 @@ func TestFlags(t *testing.T) {
 		RetryPeriod:            5 * time.Second,
 	}}
 	// Missed pulls are off unless asked for: they need rights and egress of their own.
-	want.Missed = MissedPullFlags{Options: missedpulls.Options{
+	want.Missed = MissedPullFlags{Owners: defaultOwners(), Options: missedpulls.Options{
 		StuckPodAge: missedpulls.DefaultStuckPodAge, RecreateRate: missedpulls.DefaultRecreateRate, RecreateBurst: missedpulls.DefaultRecreateBurst,
-		ProbeTimeout: probe.DefaultTimeout, ProbeTTL: probe.DefaultTTL,
+		RecreateOwners: missedpulls.DefaultRecreateOwners, ProbeTimeout: probe.DefaultTimeout, ProbeTTL: probe.DefaultTTL,
 	}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)

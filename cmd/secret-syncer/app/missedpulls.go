@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/enix/kuik/internal/credentialprovider"
 	"github.com/enix/kuik/internal/missedpulls"
@@ -19,20 +20,36 @@ type MissedPullFlags struct {
 	// --image-credential-provider-config; empty for none. It is loaded into
 	// Options.NodeProviders.
 	NodeProviderConfig string
+	// Owners are --recreate-stuck-pod-owners as written (Kind.group); validate parses them
+	// into Options.RecreateOwners.
+	Owners []string
 	missedpulls.Options
+}
+
+// defaultOwners is --recreate-stuck-pod-owners' default, missedpulls.DefaultRecreateOwners.
+func defaultOwners() []string {
+	out := make([]string, 0, len(missedpulls.DefaultRecreateOwners))
+	for _, gk := range missedpulls.DefaultRecreateOwners {
+		out = append(out, gk.String())
+	}
+	return out
 }
 
 func (m *MissedPullFlags) bind(f *pflag.FlagSet) {
 	f.BoolVar(&m.Enabled, "missed-pulls", false,
 		"watch the kubelet's image-pull failure events and report (ImagePullMissedRouting) the pods failing to pull an image a routing resource routes to an available candidate now (needs list/watch on events cluster-wide, get on pods, create/patch on events everywhere, and egress to the registries)")
 	f.BoolVar(&m.AllowDelete, "recreate-stuck-pods", false,
-		"delete such pods, when a controller owns them and their routing resource has spec.recreateStuckPods, so that their controller recreates them through the webhook (needs delete on pods)")
+		"evict such pods, when they are Pending and none of their containers ever ran, their controller is of --recreate-stuck-pod-owners and their routing resource has spec.recreateStuckPods, so that their controller recreates them through the webhook (needs create on pods/eviction)")
+	f.StringSliceVar(&m.Owners, "recreate-stuck-pod-owners", defaultOwners(),
+		"the kinds of controllers whose stuck pods are evicted, Kind.group (a core kind alone): controllers that recreate a deleted pod from their template; Jobs: --recreate-stuck-job-pods")
+	f.BoolVar(&m.RecreateJobs, "recreate-stuck-job-pods", false,
+		"evict the stuck pods of a Job too, while it has retries left (status.failed below spec.backoffLimit): each eviction counts as a failure (needs get on jobs)")
 	f.DurationVar(&m.StuckPodAge, "stuck-pod-age", missedpulls.DefaultStuckPodAge,
-		"how long a pod must have been seen failing, since the syncer first verified it, before it is deleted")
+		"how long a pod must have been seen failing, since the syncer first verified it, before it is evicted")
 	f.Float64Var(&m.RecreateRate, "stuck-pod-recreate-rate", missedpulls.DefaultRecreateRate,
-		"stuck pods deleted per second at most, all routing resources together")
+		"stuck pods evicted per second at most, all routing resources together")
 	f.IntVar(&m.RecreateBurst, "stuck-pod-recreate-burst", missedpulls.DefaultRecreateBurst,
-		"stuck pods deleted at once at most before --stuck-pod-recreate-rate applies")
+		"stuck pods evicted at once at most before --stuck-pod-recreate-rate applies")
 	f.StringSliceVar(&m.ExcludedNamespaces, "missed-pulls-exclude-namespaces", nil,
 		"namespaces the webhook configuration leaves out (kube-system and the cluster resource namespace always are): their pods are never reported nor deleted")
 	// The three inputs of the webhook's decision besides the routing resources: the same flags
@@ -65,6 +82,18 @@ func (m *MissedPullFlags) validate() error {
 	}
 	if m.AllowDelete && !m.Enabled {
 		errs = append(errs, errors.New("--recreate-stuck-pods needs --missed-pulls"))
+	}
+	m.RecreateOwners = []schema.GroupKind{}
+	for _, o := range m.Owners {
+		gk, err := missedpulls.ParseOwner(o)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("--recreate-stuck-pod-owners: %w", err))
+		case gk == missedpulls.JobKind:
+			errs = append(errs, errors.New("--recreate-stuck-pod-owners: Job.batch is --recreate-stuck-job-pods (a Job's pods are evicted only while it has retries left)"))
+		default:
+			m.RecreateOwners = append(m.RecreateOwners, gk)
+		}
 	}
 	return errors.Join(errs...)
 }

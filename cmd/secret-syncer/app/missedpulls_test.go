@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/enix/kuik/internal/missedpulls"
 	"github.com/enix/kuik/internal/probe"
@@ -13,14 +14,22 @@ import (
 
 func TestMissedPullFlags(t *testing.T) {
 	got, called, err := execute(t, "--missed-pulls", "--recreate-stuck-pods", "--stuck-pod-age=30s", "--stuck-pod-recreate-rate=0.5",
-		"--stuck-pod-recreate-burst=3", "--missed-pulls-exclude-namespaces=infra,ops", "--probe-timeout=5s", "--cache-ttl=1m")
+		"--stuck-pod-recreate-burst=3", "--missed-pulls-exclude-namespaces=infra,ops", "--probe-timeout=5s", "--cache-ttl=1m",
+		"--recreate-stuck-pod-owners=ReplicaSet.apps,ReplicationController,CloneSet.apps.kruise.io", "--recreate-stuck-job-pods")
 	if err != nil || !called {
 		t.Fatalf("called %v, err %v", called, err)
 	}
 	want := &missedpulls.Options{AllowDelete: true, StuckPodAge: 30 * time.Second, RecreateRate: 0.5, RecreateBurst: 3, ExcludedNamespaces: []string{"infra", "ops"},
-		ProbeTimeout: 5 * time.Second, ProbeTTL: time.Minute}
+		ProbeTimeout: 5 * time.Second, ProbeTTL: time.Minute,
+		RecreateOwners: []schema.GroupKind{{Group: "apps", Kind: "ReplicaSet"}, {Kind: "ReplicationController"}, {Group: "apps.kruise.io", Kind: "CloneSet"}},
+		RecreateJobs:   true}
 	if diff := cmp.Diff(want, got.MissedPulls); diff != "" {
 		t.Errorf("missed-pull options (-want +got):\n%s", diff)
+	}
+
+	got, called, err = execute(t, "--missed-pulls", "--recreate-stuck-pod-owners=")
+	if err != nil || !called || len(got.MissedPulls.RecreateOwners) != 0 || got.MissedPulls.RecreateOwners == nil {
+		t.Errorf("an empty --recreate-stuck-pod-owners: called %v, err %v, owners %#v; want none (not the defaults)", called, err, got.MissedPulls.RecreateOwners)
 	}
 
 	got, called, err = execute(t, "--missed-pulls=false")
@@ -47,6 +56,8 @@ func TestInvalidMissedPullFlagsDoNotRun(t *testing.T) {
 		"a negative cache TTL":      {[]string{"--cache-ttl=-1s"}, "--cache-ttl must not be negative"},
 		"a missing node configuration": {[]string{"--missed-pulls", "--node-credential-provider-config=/nonexistent/config.yaml"},
 			"--node-credential-provider-config"},
+		"jobs among the owners":  {[]string{"--missed-pulls", "--recreate-stuck-pod-owners=ReplicaSet.apps,Job.batch"}, "Job.batch is --recreate-stuck-job-pods"},
+		"a resource, not a kind": {[]string{"--missed-pulls", "--recreate-stuck-pod-owners=apps/v1/replicasets"}, "want Kind.group"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

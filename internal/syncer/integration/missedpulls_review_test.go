@@ -176,8 +176,8 @@ func TestStuckPodsOfAControllerDeletedAgainBackOff(t *testing.T) {
 // An ephemeral container (kubectl debug) failing to pull a routable image is reported, but its
 // pod is never deleted for it: ephemeral containers are not in the pod template, so the
 // replacement would not have it, and the pod deleted is one an operator is debugging, whose
-// own containers run. The pod-deletes policy refuses such a delete too. A pod whose regular
-// container fails the same way is deleted: the control.
+// own containers run. The pod-deletes policies refuse such a delete or eviction too. A pod
+// whose regular container fails the same way is evicted: the control.
 func TestStuckEphemeralContainerDeletesNoPod(t *testing.T) {
 	e := harness(t)
 	grantRecreate(t, e)
@@ -219,10 +219,14 @@ func TestStuckEphemeralContainerDeletesNoPod(t *testing.T) {
 	if err != nil || p.UID != debugged.UID || p.DeletionTimestamp != nil {
 		t.Fatalf("the pod being debugged: %v, want it untouched", err)
 	}
-	// The policy: the syncer may not delete it either.
-	err = syncerClient(t).CoreV1().Pods(ns).Delete(t.Context(), "debugged", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+	// The policies: the syncer may neither delete (had it the right) nor evict it.
+	err = syncerDeleter(t).CoreV1().Pods(ns).Delete(t.Context(), "debugged", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 	if err == nil || !strings.Contains(err.Error(), "pod-deletes") {
 		t.Errorf("the syncer deleting a running pod whose ephemeral container fails to pull: %v, want refused by the pod-deletes policy", err)
+	}
+	err = syncerClient(t).CoreV1().Pods(ns).EvictV1(t.Context(), eviction(debugged, true))
+	if err == nil || !strings.Contains(err.Error(), "pod-deletes") {
+		t.Errorf("the syncer evicting a running pod whose ephemeral container fails to pull: %v, want refused by the pod-deletes policies", err)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -47,45 +49,111 @@ func deadRegistry(t *testing.T) string {
 
 var recreateRBACOnce sync.Once
 
-// grantRecreate applies what the chart adds with syncer.recreateStuckPods.enabled: the
-// ClusterRole and binding granting delete on pods, and the kuik-pod-deletes policy, then waits
-// until the policy refuses the syncer a delete it must refuse.
+// grantRecreate applies what the chart adds with syncer.recreateStuckPods.enabled (and jobs):
+// the ClusterRole and binding granting create on pods/eviction and get on jobs, and the
+// kuik-pod-deletes policies, then waits until each refuses the syncer what it must refuse.
 func grantRecreate(t *testing.T, e env) {
 	t.Helper()
 	var err error
 	recreateRBACOnce.Do(func() {
 		var chart *kuikenv.Chart
-		chart, err = kuikenv.RenderValues(crns, map[string]any{"syncer": map[string]any{"missedPulls": map[string]any{"enabled": true}, "recreateStuckPods": map[string]any{"enabled": true}}})
+		chart, err = kuikenv.RenderValues(crns, map[string]any{"syncer": map[string]any{"missedPulls": map[string]any{"enabled": true}, "recreateStuckPods": map[string]any{"enabled": true, "jobs": true}}})
 		if err != nil {
 			return
 		}
 		var objs []*unstructured.Unstructured
 		for _, o := range chart.Rendered.Objects {
-			if strings.HasSuffix(o.GetName(), "-recreate-stuck-pods") || strings.HasSuffix(o.GetName(), "-pod-deletes") {
+			if strings.HasSuffix(o.GetName(), "-recreate-stuck-pods") || strings.Contains(o.GetName(), "-pod-deletes") {
 				objs = append(objs, o)
 			}
 		}
-		if len(objs) != 4 {
-			err = fmt.Errorf("the chart renders %d objects for recreateStuckPods, want a ClusterRole, its binding, a policy and its binding", len(objs))
+		if len(objs) != 8 {
+			err = fmt.Errorf("the chart renders %d objects for recreateStuckPods, want a ClusterRole, its binding, three policies and their bindings", len(objs))
 			return
 		}
-		err = testenv.Apply(context.Background(), cp.Config(), objs)
+		if err = testenv.Apply(context.Background(), cp.Config(), objs); err != nil {
+			return
+		}
+		err = grantTestDeletes(context.Background(), e)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Policies bind asynchronously: a dry-run delete of a running pod by the syncer is refused once bound.
+	// Policies bind asynchronously: a dry-run delete, an unlabelled eviction and a labelled one
+	// of a running pod by the syncer are refused once each is bound.
 	ns := createNamespace(t, e, nil)
 	owner := replicaSet(t, e, ns, "bind-probe")
 	pod := stuckPod(t, e, ns, "bind-probe", "registry.invalid/x:1", owner, false)
 	syncerCS := syncerClient(t)
-	var last error
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		last = syncerCS.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
-		return last != nil && strings.Contains(last.Error(), "pod-deletes"), nil
-	}); err != nil {
-		t.Fatalf("the pod-deletes policy never refused the syncer (last: %v): %v", last, err)
+	for what, try := range map[string]func(context.Context) error{
+		"a delete": func(ctx context.Context) error {
+			return syncerDeleter(t).CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		},
+		"an unlabelled eviction": func(ctx context.Context) error {
+			ev := eviction(pod, true)
+			ev.Labels = nil
+			return syncerCS.CoreV1().Pods(ns).EvictV1(ctx, ev)
+		},
+		"an eviction": func(ctx context.Context) error { return syncerCS.CoreV1().Pods(ns).EvictV1(ctx, eviction(pod, true)) },
+	} {
+		var last error
+		if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			last = try(ctx)
+			return last != nil && strings.Contains(last.Error(), "pod-deletes"), nil
+		}); err != nil {
+			t.Fatalf("the pod-deletes policies never refused the syncer %s (last: %v): %v", what, last, err)
+		}
 	}
+}
+
+// eviction is the syncer's Eviction of pod: labelled as its own, with uid and resourceVersion
+// preconditions, dry-run when dryRun.
+func eviction(pod *corev1.Pod, dryRun bool) *policyv1.Eviction {
+	uid, rv := pod.UID, pod.ResourceVersion
+	ev := &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBySecretSyncer}},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}},
+	}
+	if dryRun {
+		ev.DeleteOptions.DryRun = []string{metav1.DryRunAll}
+	}
+	return ev
+}
+
+// testDeleters is a group granted delete on pods by the tests only: the chart grants the syncer
+// evictions, never deletes, so its ServiceAccount's deletes reach the pod-deletes policy (which
+// bounds them whatever RBAC grants) only as a member of it (syncerDeleter).
+const testDeleters = "kuik-test:pod-deleters"
+
+func grantTestDeletes(ctx context.Context, e env) error {
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "kuik-test-pod-deleters"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"delete"}}},
+	}
+	if _, err := e.cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "kuik-test-pod-deleters"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: testDeleters}},
+	}
+	if _, err := e.cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+// syncerDeleter is the syncer's ServiceAccount, also in testDeleters: allowed to delete pods by
+// RBAC, so that the pod-deletes policy decides.
+func syncerDeleter(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cp.ConfigAs("system:serviceaccount:"+crns+":"+serviceAccount,
+		"system:serviceaccounts", "system:serviceaccounts:"+crns, testDeleters))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
 }
 
 func syncerClient(t *testing.T) kubernetes.Interface {
@@ -377,7 +445,7 @@ func TestStuckPodIsNotDeletedWithoutTheOptionOrThePermission(t *testing.T) {
 		note        string
 	}{
 		{"no-option", image, true, ""},
-		{"no-permission", imageIn, false, "may not delete pods"},
+		{"no-permission", imageIn, false, "may not evict pods"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := createNamespace(t, e, nil)
@@ -469,40 +537,5 @@ func TestDryRunResourceReportsNoMissedPull(t *testing.T) {
 	noEvent(t, e, "ImageAlternative", metav1.NamespaceDefault, n+"-dry", v1alpha1.EventImagePullMissedRouting)
 	if p, err := e.cs.CoreV1().Pods(ns).Get(t.Context(), "dry", metav1.GetOptions{}); err != nil || p.UID != dry.UID {
 		t.Fatalf("the dry-run resource's pod: %v, want it untouched", err)
-	}
-}
-
-// The kuik-pod-deletes policy: the syncer's ServiceAccount may delete a pod only when a
-// controller owns it and a container waits in ErrImagePull or ImagePullBackOff, whatever its
-// RBAC grants. The API server decides (dry-run deletes).
-func TestPodDeletesAreBoundedByThePolicy(t *testing.T) {
-	e := harness(t)
-	grantRecreate(t, e)
-	ns := createNamespace(t, e, nil)
-	owner := replicaSet(t, e, ns, "owner")
-	syncerCS := syncerClient(t)
-	tests := map[string]struct {
-		owner   *metav1.OwnerReference
-		failing bool
-		allowed bool
-	}{
-		"controlled and failing":     {owner, true, true},
-		"controlled and running":     {owner, false, false},
-		"failing, no controller":     {nil, true, false},
-		"failing, owner not control": {&metav1.OwnerReference{APIVersion: owner.APIVersion, Kind: owner.Kind, Name: owner.Name, UID: owner.UID}, true, false},
-	}
-	i := 0
-	for tn, tc := range tests {
-		t.Run(tn, func(t *testing.T) {
-			i++
-			pod := stuckPod(t, e, ns, fmt.Sprintf("p%d", i), "registry.invalid/x:1", tc.owner, tc.failing)
-			err := syncerCS.CoreV1().Pods(ns).Delete(t.Context(), pod.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
-			if tc.allowed && err != nil {
-				t.Fatalf("refused: %v", err)
-			}
-			if !tc.allowed && (err == nil || !strings.Contains(err.Error(), "pod-deletes")) {
-				t.Fatalf("delete: %v, want refused by the pod-deletes policy", err)
-			}
-		})
 	}
 }

@@ -32,10 +32,12 @@ type ImageAlternativeSpec struct {
 	// +optional
 	// +kubebuilder:default=false
 	PinDigest bool `json:"pinDigest,omitempty"`
-	// recreateStuckPods: the secret-syncer deletes a pod that fails to pull an image this
-	// resource could route to an available candidate now, when a controller owns the pod and it
-	// has been failing for the syncer's --stuck-pod-age, within a global rate limit, so that
-	// its controller recreates it and the webhook routes it.
+	// recreateStuckPods: the secret-syncer evicts a Pending pod none of whose containers ever
+	// ran, that fails to pull an image this resource could route to an available candidate now,
+	// when its controller recreates it from a template (the syncer's
+	// --recreate-stuck-pod-owners), no other pod of that controller is being evicted, and it has
+	// been failing for --stuck-pod-age, within a global rate limit, so that its controller
+	// recreates it and the webhook routes it.
 	// +optional
 	// +kubebuilder:default=false
 	RecreateStuckPods bool `json:"recreateStuckPods,omitempty"`
