@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
 	"github.com/enix/kuik/internal/probe"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
@@ -41,7 +44,9 @@ func TestDecisionProbesAreBoundedByTheConfiguredTimeout(t *testing.T) {
 				mu.Unlock()
 				return &http.Response{StatusCode: http.StatusNotFound, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
 			})
-			w := New(Options{ProbeTimeout: tc.timeout, ProbeTransport: registry}, nil, nil, nil)
+			// A clientset that reaches nothing: the decision's probes talk to registry only.
+			cs := kubernetes.NewForConfigOrDie(&rest.Config{Host: "http://127.0.0.1:1"})
+			w := New(Options{ProbeTimeout: tc.timeout, ProbeTransport: registry}, nil, cs, nil)
 			lists := [][]routing.Candidate{{
 				{Reference: "registry.example.com/acme/app:v1", Entry: -1},
 				{Reference: "mirror.example.com/acme/app:v1", Source: routing.Source{Kind: routing.KindImageAlternative, Name: "acme"},
