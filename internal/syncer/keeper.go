@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -423,6 +424,10 @@ func (k *keeper) finish(ctx context.Context, d Demand, st *demandState, renewing
 	if err != nil {
 		st.failures++
 		msg := err.Error()
+		if pe, ok := errors.AsType[*credentialprovider.PluginError](err); ok {
+			// Its stderr to the logs only: it may echo the request, token included.
+			log = log.WithValues("stderr", pe.Stderr)
+		}
 		log.Error(err, "credential provider failed", "failures", st.failures)
 		if st.cred.Valid(now) {
 			st.failure = msg

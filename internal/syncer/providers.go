@@ -108,9 +108,9 @@ type Obtained struct {
 	Auth credentials.AuthEntry `json:"-"`
 	// Provider, ServiceAccount and Image are the demand it was obtained for: a restart reuses
 	// it only for that very demand.
-	Provider       string    `json:"provider"`
-	ServiceAccount string    `json:"serviceAccount,omitempty"`
-	Image          string    `json:"image"`
+	Provider       string `json:"provider"`
+	ServiceAccount string `json:"serviceAccount,omitempty"`
+	Image          string `json:"image"`
 	// CacheKeyType is the plugin's answer's (Image, Registry, Global); Scope is what the kubelet
 	// would share that answer with (credentialprovider.CacheScope of the demand's image: its
 	// registry host, <global>, or "" for an Image answer, which serves its image only).
