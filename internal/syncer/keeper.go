@@ -36,7 +36,9 @@ import (
 // Each [Demand] is worked on by one worker at a time (a work queue): it is asked for at once
 // when it first appears (unless a kuik-provider-* Secret from an earlier run holds an unexpired
 // credential for it), then again at its renewal time; a plugin failure keeps the last good
-// credential until it expires and retries every ProviderRetry. Whenever the credential of a
+// credential until it expires and retries every ProviderRetry. The plugins run apart from the
+// workers (at most maxExecsPerProvider at once per provider), so a plugin that hangs holds no
+// worker, and a demand is woken at its credential's expiry whether or not a plugin runs for it. Whenever the credential of a
 // demand changes (obtained, renewed, failed, expired), the Secret is written again if its
 // content changed and the resources using the demand are decided again, which re-applies the
 // pairs whose Secret holds it.
