@@ -136,6 +136,7 @@ func TestProviderSecretStaysWithinItsBound(t *testing.T) {
 		create(t, e, &ia)
 	}
 	var full []v1alpha1.ImageAlternative
+	var ps *corev1.Secret
 	eventually(t, "every resource is decided with its credential, some of them left out of the provider secret", func(ctx context.Context) error {
 		full = nil
 		for i := range resources {
@@ -156,12 +157,14 @@ func TestProviderSecretStaysWithinItsBound(t *testing.T) {
 		if len(full) == 0 {
 			return fmt.Errorf("no resource says %s", v1alpha1.ReasonProviderSecretFull)
 		}
-		return nil
-	})
-	ps := providerSecret(t, e, p.name, func(s *corev1.Secret) error {
-		if a := authsOf(t, s); len(a)+len(full) != resources {
-			return fmt.Errorf("holds %d credentials, %d resources say theirs is left out, want %d in all", len(a), len(full), resources)
+		s, err := e.cs.CoreV1().Secrets(crns).Get(ctx, credentialprovider.SecretName(p.name, nil), metav1.GetOptions{})
+		if err != nil {
+			return err
 		}
+		if a := authsOf(t, s); len(a)+len(full) != resources {
+			return fmt.Errorf("the provider secret holds %d credentials, %d resources say theirs is left out, want %d in all", len(a), len(full), resources)
+		}
+		ps = s
 		return nil
 	})
 	size := 0
