@@ -91,7 +91,8 @@ func (p *Plugins) run(ctx context.Context, prov *Provider, call execRequest) (*r
 	obtainedAt := p.opts.Now()
 	runErr := cmd.Run()
 	fail := func(err error) error {
-		return &PluginError{Bin: bin, err: err, FirstLine: redactLine(stderr.firstLine(), call.token), Stderr: stderr.String()}
+		return &PluginError{Bin: bin, err: err, FirstLine: redactLine(stderr.firstLine(), call.token), Stderr: stderr.String(),
+			ran: !errors.Is(err, ErrInvalidResponse)}
 	}
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -125,10 +126,15 @@ type PluginError struct {
 	// Stderr is the end of the plugin's stderr, as written: never in Error.
 	Stderr string
 	err    error
+	// ran: the run failed (exit status, timeout), rather than its response.
+	ran bool
 }
 
 func (e *PluginError) Error() string {
-	msg := "running " + e.Bin + ": " + e.err.Error()
+	msg := e.err.Error()
+	if e.ran {
+		msg = "running " + e.Bin + ": " + msg
+	}
 	if e.FirstLine != "" {
 		msg += "; stderr: " + e.FirstLine
 	}
@@ -161,7 +167,7 @@ func redactLine(line, token string) string {
 	}
 	out := strings.Join(words, " ")
 	if len(out) > maxFirstLineShown {
-		out = strings.ToValidUTF8(out[:maxFirstLineShown], "") + "..."
+		out = strings.TrimSpace(strings.ToValidUTF8(out[:maxFirstLineShown], "")) + "..."
 	}
 	return out
 }
