@@ -151,10 +151,7 @@ func TestLayOutProviderSecretStaysWithinItsBound(t *testing.T) {
 	if got := dataBytes(s.Data); got > 20000 || got != l.Bytes {
 		t.Errorf("the data is %d bytes, the layout says %d, the bound is 20000", got, l.Bytes)
 	}
-	var kept []string
-	for _, k := range slices.Sorted(maps.Keys(l.Creds)) {
-		kept = append(kept, k)
-	}
+	kept := slices.Sorted(maps.Keys(l.Creds))
 	var left []string
 	for _, d := range l.LeftOut {
 		left = append(left, d.Image)
