@@ -72,9 +72,6 @@ type Config struct {
 	// ServiceAccountTokenTTL is the expiry asked for the tokens passed to plugins (default 10
 	// minutes, the API server's minimum).
 	ServiceAccountTokenTTL time.Duration
-	// ProviderSecretMaxBytes bounds the data of one kuik-provider-* Secret (default
-	// MaxProviderSecretBytes): credentials past it are left out and reported.
-	ProviderSecretMaxBytes int
 }
 
 func (c *Config) defaults() {

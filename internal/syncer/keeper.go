@@ -1,7 +1,6 @@
 package syncer
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -38,10 +37,10 @@ import (
 // credential for it), then again at its renewal time; a plugin failure keeps the last good
 // credential until it expires and retries every ProviderRetry. The plugins run apart from the
 // workers (at most maxExecsPerProvider at once per provider), so a plugin that hangs holds no
-// worker, and a demand is woken at its credential's expiry whether or not a plugin runs for it. Whenever the credential of a
-// demand changes (obtained, renewed, failed, expired), the Secret is written again if its
-// content changed and the resources using the demand are decided again, which re-applies the
-// pairs whose Secret holds it.
+// worker, and a demand is woken at its credential's expiry whether or not a plugin runs for
+// it. Whenever the credential of a demand changes (obtained, renewed, failed, expired), the
+// Secret is written again if its content changed and the resources using the demand are
+// decided again, which re-applies the pairs whose Secret holds it.
 type keeper struct {
 	plugins   *credentialprovider.Plugins
 	namespace string
@@ -122,7 +121,7 @@ func newKeeper(cfg Config, core corev1client.CoreV1Interface) *keeper {
 		leftOut:  map[string]map[Demand]bool{},
 		exported: map[string]string{},
 
-		maxSecretBytes: cmp.Or(cfg.ProviderSecretMaxBytes, MaxProviderSecretBytes),
+		maxSecretBytes: MaxProviderSecretBytes,
 	}
 }
 
@@ -562,16 +561,19 @@ func (k *keeper) writeSecret(ctx context.Context, name string) error {
 		}
 		demands = append(demands, sd)
 	}
+	k.mu.Unlock()
+	// Outside the lock: Resolve's lookups need not wait for a large Secret's layout.
 	layout := LayOutProviderSecret(demands, k.maxSecretBytes)
+	k.mu.Lock()
 	leftOut := map[Demand]bool{}
 	for _, d := range layout.LeftOut {
 		leftOut[d] = true
 	}
 	var moved []ResourceKey
 	if prev := k.leftOut[name]; !maps.Equal(prev, leftOut) {
-		for d := range k.demands {
+		for d, st := range k.demands {
 			if prev[d] != leftOut[d] {
-				moved = append(moved, slices.Collect(maps.Keys(k.demands[d].users))...)
+				moved = append(moved, slices.Collect(maps.Keys(st.users))...)
 			}
 		}
 		if len(leftOut) == 0 {
