@@ -40,7 +40,7 @@
 //     counted once per cause (a resource's entry and reason), with the reason of the
 //     PullSecretInjectionFailed event (SecretNotFound, NotDockerConfig, InvalidDockerConfig,
 //     NoCredentialForPath, ProviderNotConfigured, ProviderNotMatched, ServiceAccountRequired,
-//     ProviderFailed, ProviderRenewalFailed).
+//     ProviderFailed, ProviderRenewalFailed, ProviderSecretFull).
 //   - kuik_secret_syncer_queue_depth: (resource, namespace) pairs waiting in the work queue.
 //   - kuik_secret_syncer_status_updates_total{result}: status subresource writes on routing
 //     resources, result "success" or "error".
