@@ -583,10 +583,19 @@ func (k *keeper) writeSecret(ctx context.Context, name string) error {
 		}
 	}
 	prev := k.written[name]
+	gone := ""
 	if provider != "" {
 		k.exported[name] = provider
+	} else if p, ok := k.exported[name]; ok {
+		gone = p // no demand left: its gauges go
+		delete(k.exported, name)
 	}
 	k.mu.Unlock()
+	if gone != "" {
+		metrics.ProviderCredentialExpiry.DeleteLabelValues(gone, name)
+		metrics.ProviderSecretBytes.DeleteLabelValues(gone, name)
+		metrics.ProviderSecretLeftOut.DeleteLabelValues(gone, name)
+	}
 	if len(moved) > 0 {
 		k.version.Add(1)
 		if k.changed != nil {

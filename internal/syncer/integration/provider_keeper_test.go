@@ -188,22 +188,36 @@ func TestProviderSecretStaysWithinItsBound(t *testing.T) {
 
 // A keeper that stops (its leader lost the lease, or it shut down) exports no expiry gauge any
 // more: KuikProviderCredentialExpiring would otherwise fire for ever on a standby for a
-// credential no one renews there.
+// credential no one renews there. Nor does it for a provider Secret no resource uses any more.
 func TestStoppedKeeperExportsNoProviderGauges(t *testing.T) {
 	e := harness(t)
 	n := name(t)
 	p := newProviderEnv(t, "fake-gauges", "1h", "")
 	stop := startSyncer(t, providerOptions(t, p, 10*time.Second))
 	createNamespace(t, e, map[string]string{"scope": n})
-	ia := providerAlternative(p, n)
-	create(t, e, &ia)
 	secret := credentialprovider.SecretName(p.name, nil)
-	eventually(t, "the leader exports the credential's expiry", func(context.Context) error {
+	exported := func(context.Context) error {
 		if _, ok := gauge(metrics.ProviderCredentialExpiry, secret); !ok {
 			return fmt.Errorf("no expiry gauge for %s", secret)
 		}
 		return nil
+	}
+	ia := providerAlternative(p, n)
+	create(t, e, &ia)
+	eventually(t, "the leader exports the credential's expiry", exported)
+	if err := e.cl.Delete(t.Context(), &ia); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the expiry goes with the last resource using the provider", func(ctx context.Context) error {
+		if exported(ctx) == nil {
+			return fmt.Errorf("%s still exported", secret)
+		}
+		return nil
 	})
+
+	again := providerAlternative(p, n+"-again")
+	create(t, e, &again)
+	eventually(t, "the leader exports the credential's expiry again", exported)
 	stop()
 	if v, ok := gauge(metrics.ProviderCredentialExpiry, secret); ok {
 		t.Errorf("the stopped syncer still exports an expiry of %v for %s", v, secret)
