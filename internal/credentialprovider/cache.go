@@ -29,6 +29,19 @@ func baseKey(cacheKeyType, image string) string {
 	}
 }
 
+// CacheScope is the part of the kubelet's cache key that a response of that cacheKeyType for
+// the normalized image shares with other images: the registry host for Registry, "<global>" for
+// Global, and "" for Image (the response serves that image only). Two images whose scopes for a
+// response's cacheKeyType are equal and not empty are served by the same cached response.
+func CacheScope(cacheKeyType, image string) string {
+	switch credentialproviderapi.PluginCacheKeyType(cacheKeyType) {
+	case credentialproviderapi.RegistryPluginCacheKeyType, credentialproviderapi.GlobalPluginCacheKeyType:
+		return baseKey(cacheKeyType, image)
+	default:
+		return ""
+	}
+}
+
 // registryOf is the registry host of a normalized image, as the kubelet's parseRegistry.
 func registryOf(normalized string) string {
 	host, _, _ := strings.Cut(normalized, "/")

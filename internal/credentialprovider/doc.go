@@ -28,8 +28,11 @@
 // wins); a CredentialProviderRequest of the configured apiVersion on stdin (image without tag or
 // digest, the service-account token and annotations for a provider with tokenAttributes); a
 // timeout, 1 minute by default, that kills the plugin's whole process group. Its stdout (at
-// most 1 MiB) is never logged nor put in an error, since it holds credentials; the last 4 KiB
-// of its stderr are. The response must have the request's apiVersion, kind
+// most 1 MiB) is never logged nor put in an error, since it holds credentials. Its stderr may
+// hold its request (a plugin echoing it leaks the service-account token): a failure is a
+// [PluginError], whose message carries only the exit status (or timeout, or what is wrong with
+// the response) and the first line of stderr redacted, and whose Stderr (the last 4 KiB) is for
+// logs. The response must have the request's apiVersion, kind
 // CredentialProviderResponse, a cacheKeyType of Image, Registry or Global, and no unknown field.
 // The credential returned is the one of the auth map's most specific key matching the image,
 // by the keyring rules of internal/credentials.

@@ -83,28 +83,93 @@ func (p *Plugins) run(ctx context.Context, prov *Provider, call execRequest) (*r
 	cmd.Env = append(os.Environ(), prov.Env...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	stdout := &limitedBuffer{max: maxStdout}
-	stderr := &tailBuffer{max: maxStderr}
+	stderr := &tailBuffer{max: maxStderr, headMax: maxFirstLine}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = waitDelay
 	killProcessGroup(cmd)
 
 	obtainedAt := p.opts.Now()
 	runErr := cmd.Run()
+	fail := func(err error) error {
+		return &PluginError{Bin: bin, err: err, FirstLine: redactLine(stderr.firstLine(), call.token), Stderr: stderr.String(),
+			ran: !errors.Is(err, ErrInvalidResponse)}
+	}
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return nil, ResultTimeout, fmt.Errorf("running %s: killed after %s: %w%s", bin, p.opts.Timeout, context.DeadlineExceeded, stderr.suffix())
+		return nil, ResultTimeout, fail(fmt.Errorf("killed after %s: %w", p.opts.Timeout, context.DeadlineExceeded))
 	case ctx.Err() != nil:
-		return nil, ResultError, fmt.Errorf("running %s: %w%s", bin, ctx.Err(), stderr.suffix())
+		return nil, ResultError, fail(ctx.Err())
 	case runErr != nil:
-		return nil, ResultError, fmt.Errorf("running %s: %w%s", bin, runErr, stderr.suffix())
+		return nil, ResultError, fail(runErr)
 	case stdout.overflow:
-		return nil, ResultInvalidResponse, fmt.Errorf("%w: stdout exceeds %d bytes%s", ErrInvalidResponse, maxStdout, stderr.suffix())
+		return nil, ResultInvalidResponse, fail(fmt.Errorf("%w: stdout exceeds %d bytes", ErrInvalidResponse, maxStdout))
 	}
 	resp, err := decodeResponse(stdout.buf.Bytes(), prov, call, obtainedAt)
 	if err != nil {
-		return nil, ResultInvalidResponse, fmt.Errorf("%w: %w%s", ErrInvalidResponse, err, stderr.suffix())
+		return nil, ResultInvalidResponse, fail(fmt.Errorf("%w: %w", ErrInvalidResponse, err))
 	}
 	return resp, ResultSuccess, nil
+}
+
+// PluginError is a plugin run that failed. Its message, which becomes the entry's condition
+// message and event (readable by whoever reads routing resources), holds the binary, a fixed
+// description (the exit status, the timeout, what is wrong with the response) and at most the
+// first line of the plugin's stderr, redacted: the request's token, and every word holding a
+// digit or longer than 24 characters, are replaced by [redacted], so that a plugin echoing its
+// request leaks no token and a timestamp or request id does not change the message on every
+// retry. Stderr, the last 4 KiB of it as written, is for logs only.
+type PluginError struct {
+	// Bin is the binary run.
+	Bin string
+	// FirstLine is the first line of the plugin's stderr, redacted; "" when it wrote none.
+	FirstLine string
+	// Stderr is the end of the plugin's stderr, as written: never in Error.
+	Stderr string
+	err    error
+	// ran: the run failed (exit status, timeout), rather than its response.
+	ran bool
+}
+
+func (e *PluginError) Error() string {
+	msg := e.err.Error()
+	if e.ran {
+		msg = "running " + e.Bin + ": " + msg
+	}
+	if e.FirstLine != "" {
+		msg += "; stderr: " + e.FirstLine
+	}
+	return msg
+}
+
+func (e *PluginError) Unwrap() error { return e.err }
+
+const (
+	// maxFirstLine is how much of a plugin's stderr is read for its first line.
+	maxFirstLine = 512
+	// maxFirstLineShown is how much of that line an error shows.
+	maxFirstLineShown = 200
+	// maxWordShown is the longest word of that line shown as written: anything longer may be
+	// a token.
+	maxWordShown = 24
+)
+
+// redactLine is a stderr line fit for status and events: token replaced, words holding a digit
+// or longer than maxWordShown replaced by [redacted], at most maxFirstLineShown bytes.
+func redactLine(line, token string) string {
+	if token != "" {
+		line = strings.ReplaceAll(line, token, "[redacted]")
+	}
+	words := strings.Fields(line)
+	for i, w := range words {
+		if len(w) > maxWordShown || strings.ContainsAny(w, "0123456789") {
+			words[i] = "[redacted]"
+		}
+	}
+	out := strings.Join(words, " ")
+	if len(out) > maxFirstLineShown {
+		out = strings.TrimSpace(strings.ToValidUTF8(out[:maxFirstLineShown], "")) + "..."
+	}
+	return out
 }
 
 // decodeResponse checks and decodes a plugin's stdout as the kubelet does. Its errors never
@@ -176,14 +241,19 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// tailBuffer keeps the last max bytes written.
+// tailBuffer keeps the last max bytes written, and the first headMax.
 type tailBuffer struct {
 	buf       []byte
 	max       int
 	truncated bool
+	head      []byte
+	headMax   int
 }
 
 func (b *tailBuffer) Write(p []byte) (int, error) {
+	if room := b.headMax - len(b.head); room > 0 {
+		b.head = append(b.head, p[:min(room, len(p))]...)
+	}
 	b.buf = append(b.buf, p...)
 	if over := len(b.buf) - b.max; over > 0 {
 		b.buf = append(b.buf[:0], b.buf[over:]...)
@@ -192,14 +262,21 @@ func (b *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// suffix is the stderr to append to an error: "; stderr: ..." or nothing.
-func (b *tailBuffer) suffix() string {
+// String is the stderr kept, "..." first when its start was dropped.
+func (b *tailBuffer) String() string {
 	s := strings.TrimSpace(string(b.buf))
-	if s == "" {
-		return ""
-	}
-	if b.truncated {
+	if b.truncated && s != "" {
 		s = "..." + s
 	}
-	return "; stderr: " + s
+	return s
+}
+
+// firstLine is the first non-blank line written (within the first headMax bytes).
+func (b *tailBuffer) firstLine() string {
+	for line := range strings.SplitSeq(string(b.head), "\n") {
+		if l := strings.TrimSpace(line); l != "" {
+			return strings.ToValidUTF8(l, "")
+		}
+	}
+	return ""
 }

@@ -159,7 +159,8 @@ type flight struct {
 // Identical concurrent requests share one exec; the exec is stopped when every caller waiting
 // for it has given up (its context done) or after the timeout.
 //
-// Errors carry the plugin's stderr (never its stdout) and wrap ErrNotMatched,
+// A failed run is a [PluginError] (its message holds the redacted first line of the plugin's
+// stderr, never its stdout; its Stderr field the rest, for logs); errors wrap ErrNotMatched,
 // ErrUnknownProvider, ErrServiceAccountRequired, ErrRequiredAnnotationMissing,
 // ErrInvalidResponse, ErrNoCredential, or context.DeadlineExceeded for a timeout.
 func (p *Plugins) Get(ctx context.Context, provider string, req Request) (Credential, error) {

@@ -280,6 +280,48 @@ func TestGetErrorCarriesStderrAndNeverStdout(t *testing.T) {
 	}
 }
 
+// A plugin that echoes its request and the time to stderr: the error shows the exit status and
+// the first line redacted (the same on every run), the PluginError's Stderr has it all, for logs.
+func TestGetErrorShowsOnlyARedactedFirstLineOfStderr(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	fakeprovider.SetMode(t, f.stateDir, fakeprovider.ModeEcho)
+	var msgs []string
+	for range 2 {
+		_, err := f.plugins.Get(t.Context(), "fake", Request{Image: "registry.example.com/app"})
+		pe, ok := errors.AsType[*PluginError](err)
+		if !ok {
+			t.Fatalf("Get = %v, want a PluginError", err)
+		}
+		if !strings.Contains(pe.Stderr, "CredentialProviderRequest") || !strings.Contains(pe.Stderr, fakeprovider.FailStderr) {
+			t.Errorf("Stderr %q lacks what the plugin wrote", pe.Stderr)
+		}
+		msgs = append(msgs, err.Error())
+	}
+	want := `credential provider "fake", image "registry.example.com/app": running ` + f.plugins.binDir + `/fake: exit status 1; stderr: [redacted] got [redacted]`
+	for _, m := range msgs {
+		if diff := cmp.Diff(want, m); diff != "" {
+			t.Errorf("error (-want +got):\n%s", diff)
+		}
+	}
+}
+
+func TestRedactLine(t *testing.T) {
+	tests := map[string]struct{ line, token, want string }{
+		"words kept":                     {"error: access denied", "", "error: access denied"},
+		"a timestamp and an id redacted": {"2026-12-02T00:00:00Z request req-42 failed", "", "[redacted] request [redacted] failed"},
+		"the token redacted":             {"token=abc was refused", "abc", "token=[redacted] was refused"},
+		"a long word redacted":           {"got eyJhbGciOiJSUzI1NiIsImtpZCI6", "", "got [redacted]"},
+		"bounded":                        {strings.Repeat("word ", 100), "", strings.TrimSpace(strings.Repeat("word ", 40)) + "..."},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := redactLine(tc.line, tc.token); got != tc.want {
+				t.Errorf("redactLine(%q) = %q, want %q", tc.line, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestGetRefusesInvalidResponses(t *testing.T) {
 	tests := map[string]struct {
 		env  []string

@@ -40,7 +40,7 @@
 //     counted once per cause (a resource's entry and reason), with the reason of the
 //     PullSecretInjectionFailed event (SecretNotFound, NotDockerConfig, InvalidDockerConfig,
 //     NoCredentialForPath, ProviderNotConfigured, ProviderNotMatched, ServiceAccountRequired,
-//     ProviderFailed, ProviderRenewalFailed).
+//     ProviderFailed, ProviderRenewalFailed, ProviderSecretFull).
 //   - kuik_secret_syncer_queue_depth: (resource, namespace) pairs waiting in the work queue.
 //   - kuik_secret_syncer_status_updates_total{result}: status subresource writes on routing
 //     resources, result "success" or "error".
@@ -54,6 +54,10 @@
 //     syncer already held, result "success" or "error".
 //   - kuik_secret_syncer_provider_credential_expiry_timestamp_seconds{provider,secret}: when the
 //     earliest credential of a kuik-provider-* Secret expires (alert on time() getting close).
+//   - kuik_secret_syncer_provider_secret_bytes{provider,secret}: the size of a kuik-provider-*
+//     Secret's data, which the syncer bounds to 768 KiB (the API server refuses 1 MiB).
+//   - kuik_secret_syncer_provider_secret_left_out{provider,secret}: credentials left out of a
+//     kuik-provider-* Secret to keep it within that bound (their entries say ProviderSecretFull).
 //   - kuik_secret_syncer_provider_secret_writes_total{result}: server-side applies of
 //     kuik-provider-* Secrets, written only when their content changes.
 //   - kuik_secret_syncer_missed_pulls_total{kind,name}: pods failing to pull an image the

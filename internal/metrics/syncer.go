@@ -89,6 +89,20 @@ var (
 		Help: "Unix time at which the earliest credential of a kuik-provider-* Secret expires, by provider and secret.",
 	}, []string{"provider", "secret"})
 
+	// ProviderSecretBytes is the size of a kuik-provider-* Secret's data, bounded by the
+	// syncer (syncer.MaxProviderSecretBytes, under the API server's 1 MiB).
+	ProviderSecretBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kuik_secret_syncer_provider_secret_bytes",
+		Help: "Size of a kuik-provider-* Secret's data, which the syncer bounds to 768 KiB (the API server refuses more than 1 MiB), by provider and secret.",
+	}, []string{"provider", "secret"})
+
+	// ProviderSecretLeftOut is the number of credentials left out of a kuik-provider-* Secret
+	// to keep it within its bound.
+	ProviderSecretLeftOut = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kuik_secret_syncer_provider_secret_left_out",
+		Help: "Provider credentials left out of a kuik-provider-* Secret to keep it within its bound (their entries are probed without them), by provider and secret.",
+	}, []string{"provider", "secret"})
+
 	// ProviderSecretWrites counts server-side applies of kuik-provider-* Secrets by result.
 	ProviderSecretWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kuik_secret_syncer_provider_secret_writes_total",
@@ -130,7 +144,7 @@ func RegisterSyncer(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{
 		SyncerApplies, SyncerApplyDuration, SyncerAppliesSkipped, SyncerPairs,
 		SyncerInjectionFailures, SyncerQueueDepth, SyncerStatusUpdates, SyncerRetentionWrites,
-		ProviderPluginRuns, ProviderExecDuration, ProviderRenewals, ProviderCredentialExpiry, ProviderSecretWrites,
+		ProviderPluginRuns, ProviderExecDuration, ProviderRenewals, ProviderCredentialExpiry, ProviderSecretBytes, ProviderSecretLeftOut, ProviderSecretWrites,
 		MissedPulls, StuckPodsRecreated, FallbackPods,
 	} {
 		if err := reg.Register(c); err != nil {

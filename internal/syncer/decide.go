@@ -344,6 +344,9 @@ func DesiredStatus(r *Resource, res *Resolution, namespaces int32, current *v1al
 	switch {
 	case r.DryRun:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, v1alpha1.ReasonDryRun, "dry run: no pod is routed and no pull secret is written; pods show what would be done in their kuik.enix.io/dry-run annotation"
+	case !r.Injecting() && len(res.Warnings) > 0:
+		cond.Status, cond.Reason = metav1.ConditionTrue, res.Warnings[0].Reason
+		cond.Message = "no entry injects a pull secret; " + joinLeftOut(res.Warnings)
 	case !r.Injecting():
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, v1alpha1.ReasonNothingToInject, "no entry injects a pull secret"
 	case len(res.LeftOut) == 0 && len(res.Warnings) > 0:

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/enix/kuik/internal/credentialprovider"
+	"github.com/enix/kuik/internal/credentials"
 	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -33,10 +35,12 @@ import (
 // Each [Demand] is worked on by one worker at a time (a work queue): it is asked for at once
 // when it first appears (unless a kuik-provider-* Secret from an earlier run holds an unexpired
 // credential for it), then again at its renewal time; a plugin failure keeps the last good
-// credential until it expires and retries every ProviderRetry. Whenever the credential of a
-// demand changes (obtained, renewed, failed, expired), the Secret is written again if its
-// content changed and the resources using the demand are decided again, which re-applies the
-// pairs whose Secret holds it.
+// credential until it expires and retries every ProviderRetry. The plugins run apart from the
+// workers (at most maxExecsPerProvider at once per provider), so a plugin that hangs holds no
+// worker, and a demand is woken at its credential's expiry whether or not a plugin runs for
+// it. Whenever the credential of a demand changes (obtained, renewed, failed, expired), the
+// Secret is written again if its content changed and the resources using the demand are
+// decided again, which re-applies the pairs whose Secret holds it.
 type keeper struct {
 	plugins   *credentialprovider.Plugins
 	namespace string
@@ -64,6 +68,17 @@ type keeper struct {
 	written map[string]string
 	// inFlight counts the plugins running, by provider.
 	inFlight map[string]int
+	// leftOut is, by Secret name, the demands whose credential does not fit in their Secret.
+	leftOut map[string]map[Demand]bool
+	// exported is the provider of each Secret whose gauges this keeper set, cleared when it
+	// stops: a keeper that lost its lease must not go on reporting credentials it no longer
+	// renews.
+	exported map[string]string
+	// maxSecretBytes bounds a provider Secret's data (MaxProviderSecretBytes).
+	maxSecretBytes int
+
+	// execs are the plugins running; run waits for them before it returns.
+	execs sync.WaitGroup
 }
 
 // maxExecsPerProvider bounds the plugins of one provider running at once.
@@ -82,6 +97,8 @@ type demandState struct {
 	failure  string
 	failures int
 	static   bool
+	// running: a plugin runs for the demand; its end schedules the next run.
+	running bool
 }
 
 func newKeeper(cfg Config, core corev1client.CoreV1Interface) *keeper {
@@ -101,6 +118,10 @@ func newKeeper(cfg Config, core corev1client.CoreV1Interface) *keeper {
 		uses:     map[ResourceKey]map[Demand]string{},
 		written:  map[string]string{},
 		inFlight: map[string]int{},
+		leftOut:  map[string]map[Demand]bool{},
+		exported: map[string]string{},
+
+		maxSecretBytes: MaxProviderSecretBytes,
 	}
 }
 
@@ -165,7 +186,7 @@ func (k *keeper) use(ctx context.Context, rk ResourceKey, r *Resource) {
 			continue
 		}
 		st.reason, st.msg = v1alpha1.ReasonProviderPending, pendingMessage(d)
-		if o := k.restored(ctx, d, key); o != nil {
+		if o := k.restored(ctx, d); o != nil {
 			st.cred, st.reason, st.msg = o, "", ""
 			k.queue.AddAfter(d, o.RenewAt.Sub(k.now()))
 			continue
@@ -182,8 +203,11 @@ func (k *keeper) use(ctx context.Context, rk ResourceKey, r *Resource) {
 	}
 }
 
-// restored is the unexpired credential an earlier run kept for the demand, or nil.
-func (k *keeper) restored(ctx context.Context, d Demand, key string) *Obtained {
+// restored is the unexpired credential an earlier run kept for the demand, or nil: the one its
+// image reads in the Secret by the keyring rules, if it was obtained for that very demand, or,
+// for a Registry or Global answer, for the same provider and ServiceAccount and a Scope that
+// the kubelet would serve the image from.
+func (k *keeper) restored(ctx context.Context, d Demand) *Obtained {
 	if k.existing == nil {
 		return nil
 	}
@@ -191,9 +215,29 @@ func (k *keeper) restored(ctx context.Context, d Demand, key string) *Obtained {
 	if !ok {
 		return nil
 	}
-	o := ParseProviderSecret(s)[key]
-	if o == nil || o.Provider != d.Provider || o.ServiceAccount != d.ServiceAccount || o.Image != d.Image || !o.Valid(k.now()) {
+	cfg, err := credentials.ParseSecret(s)
+	if err != nil {
 		return nil
+	}
+	_, key, err := cfg.Lookup(d.Image)
+	if err != nil {
+		return nil
+	}
+	o := ParseProviderSecret(s)[key]
+	if o == nil || o.Provider != d.Provider || o.ServiceAccount != d.ServiceAccount || !o.Valid(k.now()) {
+		return nil
+	}
+	switch {
+	case o.Image == d.Image:
+	case o.Scope != "" && o.Scope == credentialprovider.CacheScope(o.CacheKeyType, d.Image):
+		c := *o
+		c.Image = d.Image
+		o = &c
+	default:
+		return nil
+	}
+	if o.Scope != "" {
+		o.ResponseKey = key
 	}
 	return o
 }
@@ -221,6 +265,9 @@ func (k *keeper) answer(e *Entry) ProviderAnswer {
 	case st.cred.Valid(now) && st.failure != "":
 		return ProviderAnswer{Auth: st.cred.Auth, OK: true, Reason: v1alpha1.ReasonProviderRenewalFailed,
 			Message: fmt.Sprintf("provider %q could not renew the credential for %q, which stays in use until %s: %s", d.Provider, d.Image, st.cred.ExpiresAt.UTC().Format(time.RFC3339), st.failure)}
+	case st.cred.Valid(now) && k.leftOut[d.SecretName()][d]:
+		return ProviderAnswer{Auth: st.cred.Auth, OK: true, Reason: v1alpha1.ReasonProviderSecretFull,
+			Message: fmt.Sprintf("provider %q: the credential for %q does not fit in the provider secret %s (bounded to %d bytes), so the webhook probes the entry without it; spread the entries of this provider over serviceAccountRefs, or use fewer entries", d.Provider, d.Image, d.SecretName(), k.maxSecretBytes)}
 	case st.cred.Valid(now):
 		return ProviderAnswer{Auth: st.cred.Auth, OK: true}
 	case st.reason != "":
@@ -247,6 +294,15 @@ func (k *keeper) run(ctx context.Context, workers int) {
 	k.queue.ShutDown()
 	k.secrets.ShutDown()
 	wg.Wait()
+	k.execs.Wait()
+	k.mu.Lock()
+	for name, provider := range k.exported {
+		metrics.ProviderCredentialExpiry.DeleteLabelValues(provider, name)
+		metrics.ProviderSecretBytes.DeleteLabelValues(provider, name)
+		metrics.ProviderSecretLeftOut.DeleteLabelValues(provider, name)
+	}
+	clear(k.exported)
+	k.mu.Unlock()
 }
 
 // repair queues a kuik-provider-* Secret that changed in the cluster (someone deleted or edited
@@ -285,20 +341,16 @@ func (k *keeper) processDemand(ctx context.Context) bool {
 	return true
 }
 
-// sync asks the plugin for a demand when it is due, and schedules the next time.
+// sync asks the plugin for a demand when it is due, and schedules the next time. The plugin
+// runs apart from the worker (at most maxExecsPerProvider at once per provider), so a plugin
+// that hangs holds no worker, and the wake-up at a credential's expiry takes it out at once,
+// whether or not a plugin is still running for it.
 func (k *keeper) sync(ctx context.Context, d Demand) {
-	log := logr.FromContextOrDiscard(ctx).WithValues("provider", d.Provider, "image", d.Image)
 	now := k.now()
 	k.mu.Lock()
 	st := k.demands[d]
 	if st == nil || st.static {
 		k.mu.Unlock()
-		return
-	}
-	if st.cred.Valid(now) && now.Before(st.cred.RenewAt) && st.failure == "" {
-		wait := st.cred.RenewAt.Sub(now)
-		k.mu.Unlock()
-		k.queue.AddAfter(d, wait)
 		return
 	}
 	if st.cred != nil && !st.cred.Valid(now) {
@@ -315,37 +367,57 @@ func (k *keeper) sync(ctx context.Context, d Demand) {
 			return
 		}
 	}
+	if st.running {
+		k.mu.Unlock()
+		return
+	}
+	if st.cred.Valid(now) && now.Before(st.cred.RenewAt) && st.failure == "" {
+		wait := st.cred.RenewAt.Sub(now)
+		k.mu.Unlock()
+		k.queue.AddAfter(d, wait)
+		return
+	}
 	// A provider runs at most maxExecsPerProvider plugins at once, so that one that hangs
-	// holds the workers of no other provider: the others wait their turn here.
+	// does not start a plugin for each of its entries: the others wait their turn.
 	if k.inFlight[d.Provider] >= maxExecsPerProvider {
 		k.mu.Unlock()
 		k.queue.AddAfter(d, time.Second)
 		return
 	}
 	k.inFlight[d.Provider]++
-	var minValidity time.Duration
+	st.running = true
+	var minValidity, untilExpiry time.Duration
 	if st.cred != nil {
 		minValidity = st.cred.ExpiresAt.Sub(st.cred.RenewAt)
+		untilExpiry = st.cred.ExpiresAt.Sub(now)
 	}
 	renewing := st.cred != nil
 	k.mu.Unlock()
 
-	cred, err := k.obtain(ctx, d, minValidity)
+	if renewing {
+		k.queue.AddAfter(d, max(untilExpiry, time.Millisecond))
+	}
+	k.execs.Go(func() {
+		cred, err := k.obtain(ctx, d, minValidity)
+		k.finish(ctx, d, st, renewing, cred, err)
+	})
+}
+
+// finish takes a plugin's answer for a demand whose state was st when the plugin started.
+func (k *keeper) finish(ctx context.Context, d Demand, st *demandState, renewing bool, cred credentialprovider.Credential, err error) {
+	log := logr.FromContextOrDiscard(ctx).WithValues("provider", d.Provider, "image", d.Image)
 	var o *Obtained
 	if err == nil {
 		o, err = Keep(d, cred, k.floor)
 	}
-	now = k.now()
+	now := k.now()
 
 	k.mu.Lock()
 	k.inFlight[d.Provider]--
-	if ctx.Err() != nil {
-		// Shutting down (or leadership lost): not the plugin's failure.
-		k.mu.Unlock()
-		return
-	}
-	st = k.demands[d]
-	if st == nil {
+	st.running = false
+	if ctx.Err() != nil || k.demands[d] != st {
+		// Shutting down (or leadership lost): not the plugin's failure. Or the demand was
+		// dropped while the plugin ran (a new one runs its own).
 		k.mu.Unlock()
 		return
 	}
@@ -353,6 +425,10 @@ func (k *keeper) sync(ctx context.Context, d Demand) {
 	if err != nil {
 		st.failures++
 		msg := err.Error()
+		if pe, ok := errors.AsType[*credentialprovider.PluginError](err); ok {
+			// Its stderr to the logs only: it may echo the request, token included.
+			log = log.WithValues("stderr", pe.Stderr)
+		}
 		log.Error(err, "credential provider failed", "failures", st.failures)
 		if st.cred.Valid(now) {
 			st.failure = msg
@@ -462,13 +538,13 @@ func (k *keeper) processSecret(ctx context.Context) bool {
 	return true
 }
 
-// writeSecret applies a kuik-provider-* Secret with the valid credentials of its demands, when
-// that changes what it holds.
+// writeSecret applies a kuik-provider-* Secret with the valid credentials of its demands, laid
+// out by [LayOutProviderSecret], when that changes what it holds. The demands whose credential
+// is left out (or back in) are decided again, so that their resources say so.
 func (k *keeper) writeSecret(ctx context.Context, name string) error {
 	now := k.now()
-	creds := map[string]*Obtained{}
+	var demands []SecretDemand
 	provider, account := "", ""
-	var earliest time.Time
 	k.mu.Lock()
 	for _, d := range slices.SortedFunc(maps.Keys(k.demands), compareDemands) {
 		if d.SecretName() != name {
@@ -479,22 +555,61 @@ func (k *keeper) writeSecret(ctx context.Context, name string) error {
 		}
 		provider, account = d.Provider, d.ServiceAccount
 		st := k.demands[d]
-		if !st.cred.Valid(now) {
-			continue
+		sd := SecretDemand{Demand: d, Key: firstKey(st.users), Static: st.static}
+		if st.cred.Valid(now) {
+			sd.Cred = st.cred
 		}
-		key := firstKey(st.users)
-		if _, dup := creds[key]; dup {
-			continue
+		demands = append(demands, sd)
+	}
+	k.mu.Unlock()
+	// Outside the lock: Resolve's lookups need not wait for a large Secret's layout.
+	layout := LayOutProviderSecret(demands, k.maxSecretBytes)
+	k.mu.Lock()
+	leftOut := map[Demand]bool{}
+	for _, d := range layout.LeftOut {
+		leftOut[d] = true
+	}
+	var moved []ResourceKey
+	if prev := k.leftOut[name]; !maps.Equal(prev, leftOut) {
+		for d, st := range k.demands {
+			if prev[d] != leftOut[d] {
+				moved = append(moved, slices.Collect(maps.Keys(st.users))...)
+			}
 		}
-		creds[key] = st.cred
-		if earliest.IsZero() || st.cred.ExpiresAt.Before(earliest) {
-			earliest = st.cred.ExpiresAt
+		if len(leftOut) == 0 {
+			delete(k.leftOut, name)
+		} else {
+			k.leftOut[name] = leftOut
 		}
 	}
 	prev := k.written[name]
+	gone := ""
+	if provider != "" {
+		k.exported[name] = provider
+	} else if p, ok := k.exported[name]; ok {
+		gone = p // no demand left: its gauges go
+		delete(k.exported, name)
+	}
 	k.mu.Unlock()
+	if gone != "" {
+		metrics.ProviderCredentialExpiry.DeleteLabelValues(gone, name)
+		metrics.ProviderSecretBytes.DeleteLabelValues(gone, name)
+		metrics.ProviderSecretLeftOut.DeleteLabelValues(gone, name)
+	}
+	if len(moved) > 0 {
+		k.version.Add(1)
+		if k.changed != nil {
+			k.changed(ctx, moved)
+		}
+	}
 
-	s, err := ProviderSecret(k.namespace, name, creds)
+	var earliest time.Time
+	for _, o := range layout.Creds {
+		if earliest.IsZero() || o.ExpiresAt.Before(earliest) {
+			earliest = o.ExpiresAt
+		}
+	}
+	s, err := ProviderSecret(k.namespace, name, layout.Creds)
 	if err != nil {
 		return err
 	}
@@ -502,7 +617,7 @@ func (k *keeper) writeSecret(ctx context.Context, name string) error {
 	if prev == "" && k.existing != nil {
 		if cur, ok := k.existing(ctx, name); ok && isOurs(cur) {
 			prev = dataHash(cur.Data)
-		} else if !ok && len(creds) == 0 {
+		} else if !ok && len(layout.Creds) == 0 {
 			prev = hash // nothing there, nothing to keep: no empty Secret is created
 		}
 	}
@@ -512,6 +627,12 @@ func (k *keeper) writeSecret(ctx context.Context, name string) error {
 		} else {
 			metrics.ProviderCredentialExpiry.WithLabelValues(provider, name).Set(float64(earliest.Unix()))
 		}
+		metrics.ProviderSecretBytes.WithLabelValues(provider, name).Set(float64(dataBytes(s.Data)))
+		metrics.ProviderSecretLeftOut.WithLabelValues(provider, name).Set(float64(len(layout.LeftOut)))
+	}
+	if len(layout.LeftOut) > 0 {
+		logr.FromContextOrDiscard(ctx).Info("provider secret full: credentials left out", "secret", name,
+			"leftOut", len(layout.LeftOut), "bytes", dataBytes(s.Data), "maxBytes", k.maxSecretBytes)
 	}
 	if hash == prev {
 		k.mu.Lock()

@@ -108,10 +108,18 @@ type Obtained struct {
 	Auth credentials.AuthEntry `json:"-"`
 	// Provider, ServiceAccount and Image are the demand it was obtained for: a restart reuses
 	// it only for that very demand.
-	Provider       string    `json:"provider"`
-	ServiceAccount string    `json:"serviceAccount,omitempty"`
-	Image          string    `json:"image"`
-	ObtainedAt     time.Time `json:"obtainedAt"`
+	Provider       string `json:"provider"`
+	ServiceAccount string `json:"serviceAccount,omitempty"`
+	Image          string `json:"image"`
+	// CacheKeyType is the plugin's answer's (Image, Registry, Global); Scope is what the kubelet
+	// would share that answer with (credentialprovider.CacheScope of the demand's image: its
+	// registry host, <global>, or "" for an Image answer, which serves its image only).
+	CacheKeyType string `json:"cacheKeyType,omitempty"`
+	Scope        string `json:"scope,omitempty"`
+	// ResponseKey is the key of the plugin's auth map the credential came from (the auths key
+	// it is kept under when its Scope is shared, see [LayOutProviderSecret]).
+	ResponseKey string    `json:"-"`
+	ObtainedAt  time.Time `json:"obtainedAt"`
 	// RenewAt is when the syncer asks again; ExpiresAt is when it stops using the credential.
 	RenewAt   time.Time `json:"renewAt"`
 	ExpiresAt time.Time `json:"expiresAt"`
@@ -148,6 +156,8 @@ func Keep(d Demand, c credentialprovider.Credential, floor time.Duration) (*Obta
 	}
 	o := Schedule(c, floor)
 	o.Provider, o.ServiceAccount, o.Image = d.Provider, d.ServiceAccount, d.Image
+	o.CacheKeyType, o.ResponseKey = c.CacheKeyType, c.Key
+	o.Scope = credentialprovider.CacheScope(c.CacheKeyType, d.Image)
 	return &o, nil
 }
 

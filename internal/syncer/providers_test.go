@@ -176,8 +176,17 @@ func TestResolveAsksTheProviderLookup(t *testing.T) {
 	if len(res.Warnings) != 1 || res.Warnings[0].Entry != "spec.alternatives[2]" {
 		t.Errorf("warnings %+v, want the renewal-failing entry", res.Warnings)
 	}
-	if asked["spec.alternatives[3]"] != 0 {
-		t.Error("a non-injecting entry was resolved")
+	// A non-injecting entry's credential is never written (wantCreds), but its provider Secret
+	// being full is said: the webhook probes it without its credential.
+	full := func(e *Entry) ProviderAnswer {
+		a := lookup(e)
+		if e.Field == "spec.alternatives[3]" {
+			a.Reason, a.Message = v1alpha1.ReasonProviderSecretFull, "does not fit"
+		}
+		return a
+	}
+	if ws := Resolve(r, lookupIn(), full).Warnings; len(ws) != 2 || ws[1].Entry != "spec.alternatives[3]" || ws[1].Reason != v1alpha1.ReasonProviderSecretFull {
+		t.Errorf("warnings %+v, want the renewal-failing entry and the one whose provider secret is full", ws)
 	}
 
 	// The status says Ready=False for the entry left out; with only the warning, Ready=True

@@ -135,23 +135,20 @@ func RenderProviders(ctx context.Context, plugins *credentialprovider.Plugins, r
 			an.a = ProviderAnswer{Auth: o.Auth, OK: true}
 		}
 	}
-	bySecret := map[string]map[string]*Obtained{}
+	// Laid out as the keeper writes them (LayOutProviderSecret).
+	bySecret := map[string][]SecretDemand{}
 	for _, d := range slices.SortedFunc(maps.Keys(answers), compareDemands) {
 		an := answers[d]
-		if an.o == nil {
-			continue
-		}
 		name := d.SecretName()
-		if bySecret[name] == nil {
-			bySecret[name] = map[string]*Obtained{}
-		}
-		if _, dup := bySecret[name][an.key]; !dup {
-			bySecret[name][an.key] = an.o
-		}
+		bySecret[name] = append(bySecret[name], SecretDemand{Demand: d, Key: an.key, Cred: an.o, Static: an.o == nil && an.a.Reason != v1alpha1.ReasonProviderFailed})
 	}
 	var secrets []*corev1.Secret
 	for _, name := range slices.Sorted(maps.Keys(bySecret)) {
-		s, err := ProviderSecret(namespace, name, bySecret[name])
+		layout := LayOutProviderSecret(bySecret[name], MaxProviderSecretBytes)
+		if len(layout.Creds) == 0 {
+			continue
+		}
+		s, err := ProviderSecret(namespace, name, layout.Creds)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -61,6 +61,13 @@ func Resolve(r *Resource, secrets SecretLookup, providers ProviderLookup) *Resol
 	for i := range r.Entries {
 		e := &r.Entries[i]
 		if !e.Injects {
+			// A provider entry that does not inject is still probed with the credential of its
+			// provider Secret: say when that Secret could not hold it.
+			if e.Auth != nil && e.Auth.Provider != nil && providers != nil {
+				if a := providers(e); a.OK && a.Reason == v1alpha1.ReasonProviderSecretFull {
+					res.Warnings = append(res.Warnings, LeftOut{Resource: r.Key(), Entry: e.Field, Path: e.Path, Reason: a.Reason, Message: a.Message})
+				}
+			}
 			continue
 		}
 		res.Injecting++

@@ -122,7 +122,7 @@ func (c *Controller) emitEvents(obj client.Object, rk ResourceKey, res *Resoluti
 			continue
 		}
 		note := fmt.Sprintf("%s (%s) left out of the pull secret: %s: %s", l.Entry, l.Path, l.Reason, l.Message)
-		if l.Reason == v1alpha1.ReasonProviderRenewalFailed {
+		if l.Reason == v1alpha1.ReasonProviderRenewalFailed || l.Reason == v1alpha1.ReasonProviderSecretFull {
 			note = fmt.Sprintf("%s (%s): %s: %s", l.Entry, l.Path, l.Reason, l.Message)
 		}
 		if len(note) > maxEventNote {

@@ -14,6 +14,6 @@
 // nodes' providers cover is not routed away on a 401 it would not get on the node.
 //
 // RoutingValidator checks, with SubjectAccessReviews, that a routing resource's author may use
-// every credential it references: get on a secretRef Secret, use on an injecting provider
+// every credential it references: get on a secretRef Secret, use on a provider (injecting or not)
 // (credentialproviders.kuik.enix.io), create on serviceaccounts/token for a serviceAccountRef.
 package webhook

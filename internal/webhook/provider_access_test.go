@@ -58,10 +58,10 @@ func providerAlternative(auth *v1alpha1.Auth) *v1alpha1.ImageAlternative {
 	}
 }
 
-// An entry that injects a provider's credential needs the verb use on that provider
-// (credentialproviders.kuik.enix.io, named after it), granted in RBAC; one that does not inject
-// needs nothing.
-func TestInjectingAProviderCredentialNeedsUseOnTheProvider(t *testing.T) {
+// An entry that names a provider needs the verb use on that provider
+// (credentialproviders.kuik.enix.io, named after it), granted in RBAC, whether it injects or
+// not: the plugin runs with kuik's cloud identity either way.
+func TestAProviderEntryNeedsUseOnTheProvider(t *testing.T) {
 	w := setup(t)
 	grant(t, w.cs, "provider-routing-writers", []rbacv1.PolicyRule{{APIGroups: []string{"kuik.enix.io"}, Resources: []string{"imagealternatives", "imagemirrors"}, Verbs: []string{"create", "update", "get"}}}, "", "carol", "dave")
 	grant(t, w.cs, "ecr-users", []rbacv1.PolicyRule{{APIGroups: []string{"kuik.enix.io"}, Resources: []string{"credentialproviders"}, Verbs: []string{"use"}, ResourceNames: []string{"ecr"}}}, "", "dave")
@@ -91,13 +91,14 @@ func TestInjectingAProviderCredentialNeedsUseOnTheProvider(t *testing.T) {
 		t.Errorf("dave's mirror was refused: %v", err)
 	}
 
-	// The provider's default is not to inject: the node resolves the credential itself.
+	// An entry that does not inject (the provider's default) still runs the plugin as kuik.
 	for name, auth := range map[string]*v1alpha1.Auth{
 		"injectPullSecret unset": {Provider: &v1alpha1.ProviderAuth{Name: "ecr"}},
 		"injectPullSecret false": {Provider: &v1alpha1.ProviderAuth{Name: "ecr"}, InjectPullSecret: ptr.To(false)},
 	} {
-		if err := asUser(t, "carol").Create(t.Context(), providerAlternative(auth), client.DryRunAll); err != nil {
-			t.Errorf("%s: a provider entry that does not inject was refused: %v", name, err)
+		wantRefusal(t, asUser(t, "carol").Create(t.Context(), providerAlternative(auth), client.DryRunAll), `spec.alternatives[1].auth.provider.name: user "carol" may not use credential provider "ecr"`)
+		if err := asUser(t, "dave").Create(t.Context(), providerAlternative(auth), client.DryRunAll); err != nil {
+			t.Errorf("%s: dave, granted use on ecr, was refused: %v", name, err)
 		}
 	}
 }
@@ -109,6 +110,8 @@ func TestAServiceAccountRefNeedsTheRightToCreateItsTokens(t *testing.T) {
 	ns := w.namespace(t, nil)
 	grant(t, w.cs, "sa-routing-writers", []rbacv1.PolicyRule{{APIGroups: []string{"kuik.enix.io"}, Resources: []string{"imagealternatives"}, Verbs: []string{"create"}}}, "", "frank", "grace")
 	grant(t, w.cs, "builder-tokens", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}, ResourceNames: []string{"builder"}}}, ns, "grace")
+	// Every provider entry needs use on its provider: both have it.
+	grant(t, w.cs, "sa-ecr-users", []rbacv1.PolicyRule{{APIGroups: []string{"kuik.enix.io"}, Resources: []string{"credentialproviders"}, Verbs: []string{"use"}, ResourceNames: []string{"ecr"}}}, "", "frank", "grace")
 	obj := func() *v1alpha1.ImageAlternative {
 		return providerAlternative(&v1alpha1.Auth{Provider: &v1alpha1.ProviderAuth{
 			Name: "ecr", ServiceAccountRef: &v1alpha1.ServiceAccountReference{Namespace: ns, Name: "builder"}}})
@@ -124,10 +127,10 @@ func TestAServiceAccountRefNeedsTheRightToCreateItsTokens(t *testing.T) {
 	elsewhere := obj()
 	elsewhere.Spec.Alternatives[1].Auth.Provider.ServiceAccountRef.Name = "deployer"
 	wantRefusal(t, asUser(t, "grace").Create(t.Context(), elsewhere, client.DryRunAll), `spec.alternatives[1].auth.provider.serviceAccountRef: user "grace" may not create a token for ServiceAccount `+ns+`/deployer`)
-	// An injecting entry needs both rights.
-	both := obj()
-	both.Spec.Alternatives[1].Auth.InjectPullSecret = ptr.To(true)
-	wantRefusal(t, asUser(t, "grace").Create(t.Context(), both, client.DryRunAll), `spec.alternatives[1].auth.provider.name: user "grace" may not use credential provider "ecr"`)
+	// Another provider needs its own use.
+	other := obj()
+	other.Spec.Alternatives[1].Auth.Provider.Name = "gcr"
+	wantRefusal(t, asUser(t, "grace").Create(t.Context(), other, client.DryRunAll), `spec.alternatives[1].auth.provider.name: user "grace" may not use credential provider "gcr"`)
 }
 
 // Turning injectPullSecret on for an existing provider entry spreads the provider's credential

@@ -32,10 +32,13 @@ type AccessReviewer func(ctx context.Context, sar *authorizationv1.SubjectAccess
 // may not use into every namespace, by referencing it or by widening where it lands. For each
 // entry:
 //   - auth.secretRef: get on that Secret in the cluster resource namespace;
-//   - auth.provider that injects (injectPullSecret: true): the verb use on the provider, as
-//     the cluster-scoped resource credentialproviders.kuik.enix.io named after it, which no
-//     API serves: it exists only in RBAC, so an operator grants who may spread which cloud
-//     credential;
+//   - auth.provider, injecting or not: the verb use on the provider, as the cluster-scoped
+//     resource credentialproviders.kuik.enix.io named after it, which no API serves: it exists
+//     only in RBAC, so an operator grants who may spread which cloud credential. An entry that
+//     does not inject still makes the syncer run the plugin with kuik's own cloud identity, keep
+//     the answer in the shared kuik-provider-* Secret (whose room it takes from everyone else's
+//     entries) and the webhook probe with it (which tells its author whether kuik's identity
+//     may read a repository): the same right;
 //   - auth.provider.serviceAccountRef: create on serviceaccounts/token for that ServiceAccount,
 //     the right to obtain its tokens, which the syncer exercises on the author's behalf.
 type RoutingValidator struct {
@@ -154,12 +157,12 @@ func (v *RoutingValidator) accessChecks(a *v1alpha1.Auth, p *field.Path) []acces
 		})
 	}
 	if pr := a.Provider; pr != nil {
-		if a.Injects() && pr.Name != "" {
+		if pr.Name != "" {
 			out = append(out, accessCheck{
 				path:  p.Child("provider", "name"),
 				attrs: authorizationv1.ResourceAttributes{Verb: ProviderUseVerb, Group: v1alpha1.GroupVersion.Group, Resource: ProviderResource, Name: pr.Name},
 				what:  fmt.Sprintf("credential provider %q", pr.Name),
-				denied: fmt.Sprintf("may not use credential provider %q (verb %s on %s.%s), so may not inject its credential into pods",
+				denied: fmt.Sprintf("may not use credential provider %q (verb %s on %s.%s), so may not name it: its plugin runs with kuik's own cloud identity, injecting or not",
 					pr.Name, ProviderUseVerb, ProviderResource, v1alpha1.GroupVersion.Group),
 			})
 		}

@@ -37,8 +37,8 @@ func routingRequest(t *testing.T, kind string, obj client.Object) admission.Requ
 }
 
 // The validator asks the API server exactly one SubjectAccessReview per distinct right, for the
-// requesting user, in field order: get on a secretRef Secret, use on an injecting provider,
-// create on serviceaccounts/token for a serviceAccountRef.
+// requesting user, in field order: get on a secretRef Secret, use on a provider (injecting or
+// not), create on serviceaccounts/token for a serviceAccountRef.
 func TestRoutingValidatorAsksForEachRightOnce(t *testing.T) {
 	sa := &v1alpha1.ServiceAccountReference{Namespace: "ci", Name: "builder"}
 	ia := &v1alpha1.ImageAlternative{
@@ -66,6 +66,7 @@ func TestRoutingValidatorAsksForEachRightOnce(t *testing.T) {
 		user(authorizationv1.ResourceAttributes{Namespace: "kuik-system", Verb: "get", Version: "v1", Resource: "secrets", Name: "quay"}),
 		user(authorizationv1.ResourceAttributes{Verb: "use", Group: "kuik.enix.io", Resource: "credentialproviders", Name: "ecr"}),
 		user(authorizationv1.ResourceAttributes{Namespace: "ci", Verb: "create", Version: "v1", Resource: "serviceaccounts", Subresource: "token", Name: "builder"}),
+		user(authorizationv1.ResourceAttributes{Verb: "use", Group: "kuik.enix.io", Resource: "credentialproviders", Name: "gcr"}),
 	}
 	if diff := cmp.Diff(want, asked); diff != "" {
 		t.Errorf("SubjectAccessReviews (-want +got):\n%s", diff)

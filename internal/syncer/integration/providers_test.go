@@ -168,13 +168,14 @@ func TestProviderCredentialIsInjectedAndRenewedWithoutAGap(t *testing.T) {
 		return nil
 	})
 
-	// The provider Secret holds it under the entry's path, for the webhook's probe.
+	// The provider Secret holds it under the registry (the plugin answers cacheKeyType
+	// Registry), where the webhook's probe finds it for the entry's path by the keyring rules.
 	ps, err := e.cs.CoreV1().Secrets(crns).Get(t.Context(), credentialprovider.SecretName(p.name, nil), metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("provider secret: %v", err)
 	}
-	if got := authsOf(t, ps)[p.registry.Host+"/acme/"+n]; got != first {
-		t.Errorf("the provider secret holds %q for the entry, the pull secret %q", got, first)
+	if got := authsOf(t, ps)[p.registry.Host]; got != first {
+		t.Errorf("the provider secret holds %q for the registry, the pull secret %q", got, first)
 	}
 
 	// Three lifetimes: every sample of the pull Secret pulls.
@@ -382,7 +383,7 @@ func TestRestartReusesUnexpiredProviderSecrets(t *testing.T) {
 	if err := e.cs.CoreV1().Secrets(crns).Delete(t.Context(), ps, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	secretHolds(t, e, crns, ps, map[string]string{p.registry.Host + "/acme/" + n: first})
+	secretHolds(t, e, crns, ps, map[string]string{p.registry.Host: first})
 	stop()
 
 	startSyncer(t, providerOptions(t, p, 10*time.Second))

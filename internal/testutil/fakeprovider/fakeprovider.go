@@ -19,6 +19,8 @@
 //   - FAKE_PROVIDER_RESPONSE_API_VERSION, FAKE_PROVIDER_RESPONSE_KIND: answer with that
 //     apiVersion or kind instead (to test that they are checked);
 //   - FAKE_PROVIDER_ECHO_TOKEN: when set, the password answered is the request's token;
+//   - FAKE_PROVIDER_PAD: a number of bytes of padding appended to the minted password (after a
+//     '.', which [Verify] ignores), for credentials as large as real ones or larger;
 //   - FAKE_PROVIDER_RECORD_ENV: names of environment variables, comma-separated, whose
 //     values each request record holds;
 //   - FAKE_PROVIDER_CHECK_URL: an https:// URL the plugin GETs (User-Agent [CheckUserAgent]) with
@@ -26,7 +28,7 @@
 //     plugin, as started, verifies a server's certificate with the roots it finds;
 //   - FAKE_PROVIDER_STATE_DIR: where the plugin appends each request it receives as a JSON line
 //     to requests.jsonl ([Requests]) and reads the file mode ([SetMode]): [ModeOK] (the default),
-//     [ModeFail], [ModeHang], [ModeGarbage], [ModeFlood], [ModeBlock].
+//     [ModeFail], [ModeHang], [ModeGarbage], [ModeFlood], [ModeBlock], [ModeEcho].
 package fakeprovider
 
 import (
@@ -63,6 +65,7 @@ const (
 	EnvStateDir           = "FAKE_PROVIDER_STATE_DIR"
 	EnvEchoToken          = "FAKE_PROVIDER_ECHO_TOKEN" //nolint:gosec // an environment variable's name, no credential
 	EnvCheckURL           = "FAKE_PROVIDER_CHECK_URL"
+	EnvPad                = "FAKE_PROVIDER_PAD"
 )
 
 // CheckUserAgent is the User-Agent of the plugin's FAKE_PROVIDER_CHECK_URL call.
@@ -93,6 +96,10 @@ const (
 	ModeFlood = "flood"
 	// ModeBlock waits until [Release] creates STATE_DIR/release, then answers as ModeOK.
 	ModeBlock = "block"
+	// ModeEcho writes a line starting with the time (RFC 3339, nanoseconds) and holding the
+	// request as it read it (token included) to stderr, as a plugin logging its input would,
+	// then [FailStderr] on a line of its own, and exits 1.
+	ModeEcho = "echo"
 )
 
 const (
@@ -139,6 +146,7 @@ func Verify(key []byte, password string, now time.Time) bool {
 	if !ok {
 		return false
 	}
+	mac, _, _ = strings.Cut(mac, ".") // the padding
 	exp, err := strconv.ParseInt(e, 10, 64)
 	if err != nil {
 		return false

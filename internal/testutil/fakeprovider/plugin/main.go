@@ -79,6 +79,9 @@ func run() error {
 			return err
 		}
 		return errors.New(fakeprovider.FailStderr)
+	case fakeprovider.ModeEcho:
+		fmt.Fprintf(os.Stderr, "%s got %s\n", time.Now().Format(time.RFC3339Nano), strings.TrimSpace(string(in)))
+		return errors.New(fakeprovider.FailStderr)
 	case fakeprovider.ModeHang:
 		self, err := os.Executable()
 		if err != nil {
@@ -150,6 +153,13 @@ func run() error {
 		validity = d
 	}
 	password := fakeprovider.Mint(key, time.Now().Add(validity))
+	if pad := os.Getenv(fakeprovider.EnvPad); pad != "" {
+		n, err := strconv.Atoi(pad)
+		if err != nil {
+			return fmt.Errorf("%s: %w", fakeprovider.EnvPad, err)
+		}
+		password += "." + strings.Repeat("p", n)
+	}
 	keys := []string{registryOf(req.Image)}
 	if k := os.Getenv(fakeprovider.EnvAuthKey); k != "" {
 		keys = strings.Split(k, ",")

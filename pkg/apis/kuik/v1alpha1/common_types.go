@@ -48,6 +48,10 @@ const (
 	// ReasonProviderRenewalFailed (Ready stays True): the plugin failed to renew a credential
 	// that is still valid and stays in use until it expires.
 	ReasonProviderRenewalFailed = "ProviderRenewalFailed"
+	// ReasonProviderSecretFull (Ready stays True): the entry's credential does not fit in the
+	// kuik-provider-* Secret of its provider and ServiceAccount, which the syncer bounds under
+	// the API server's limit; the pull Secret still gets it, the webhook probes without it.
+	ReasonProviderSecretFull = "ProviderSecretFull"
 )
 
 // LocalSecretReference names a Secret in the cluster resource namespace (where kuik runs).
