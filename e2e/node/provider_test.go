@@ -244,8 +244,10 @@ func TestProviderCredentialInjectedPodPullsOnTheNode(t *testing.T) {
 	secretName := "kuik-inject-imagealternative-provider"
 
 	t.Run("the syncer keeps the provider's credential and the resource is Ready", func(t *testing.T) {
+		// The plugin answers cacheKeyType Registry: the Secret holds it once, under the
+		// registry, where the webhook's probe of the entry finds it by the keyring rules.
 		providerSecret := credentialprovider.SecretName(providerName, nil)
-		eventually(t, fmt.Sprintf("secret %s/%s holds a credential of the fake provider for %s", w.kuik.Namespace, providerSecret, private), func(ctx context.Context) error {
+		eventually(t, fmt.Sprintf("secret %s/%s holds a credential of the fake provider for %s", w.kuik.Namespace, providerSecret, p.Host), func(ctx context.Context) error {
 			s, err := w.cs.CoreV1().Secrets(w.kuik.Namespace).Get(ctx, providerSecret, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -258,11 +260,11 @@ func TestProviderCredentialInjectedPodPullsOnTheNode(t *testing.T) {
 				return err
 			}
 			if len(a) != 1 {
-				return fmt.Errorf("auths keys %v, want only %s", keys(a), private)
+				return fmt.Errorf("auths keys %v, want only %s", keys(a), p.Host)
 			}
-			c, ok := a[private]
+			c, ok := a[p.Host]
 			if !ok {
-				return fmt.Errorf("auths keys %v, want %s", keys(a), private)
+				return fmt.Errorf("auths keys %v, want %s", keys(a), p.Host)
 			}
 			return p.verifies(c)
 		})
