@@ -1,5 +1,7 @@
 package routing
 
+import "github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
+
 // Bounds of a pod kuik routes. The API server admits pods far larger (thousands of labels,
 // images of any length), and any pod author may label one kuik.enix.io/rewritten=true, which
 // puts it in the secret-syncer's cache: so the webhook leaves a pod over these bounds as it is,
@@ -17,16 +19,19 @@ const (
 	MaxRecordBytes = 16 << 10
 )
 
-// LabelsWithinBounds reports whether a pod with these labels is one kuik routes.
+// LabelsWithinBounds reports whether a pod with these labels is one kuik routes. kuik's own
+// label (v1alpha1.LabelRewritten) is not counted: the webhook checks the labels before it adds
+// it, the syncer after (its informer selects on it), and both must give the same answer.
 func LabelsWithinBounds(labels map[string]string) bool {
-	if len(labels) > MaxPodLabels {
-		return false
-	}
-	n := 0
+	count, n := 0, 0
 	for k, v := range labels {
+		if k == v1alpha1.LabelRewritten {
+			continue
+		}
+		count++
 		n += len(k) + len(v)
 	}
-	return n <= MaxPodLabelBytes
+	return count <= MaxPodLabels && n <= MaxPodLabelBytes
 }
 
 // RecordBytes is what one container's record counts towards MaxRecordBytes.

@@ -789,6 +789,11 @@ func TestTransformPod(t *testing.T) {
 	for i := range routing.MaxPodLabels + 1 {
 		manyLabels[fmt.Sprintf("l%d", i)] = ""
 	}
+	// With "app", MaxPodLabels labels besides kuik's.
+	atBound := map[string]string{}
+	for i := range routing.MaxPodLabels - 1 {
+		atBound[fmt.Sprintf("l%d", i)] = ""
+	}
 	for name, tc := range map[string]struct {
 		edit func(p *corev1.Pod)
 		want *corev1.Pod
@@ -838,6 +843,14 @@ func TestTransformPod(t *testing.T) {
 		"too many labels make a stub": {
 			edit: func(p *corev1.Pod) { maps.Copy(p.Labels, manyLabels) },
 			want: stub,
+		},
+		"kuik's own label does not count against the bound (the webhook checked before adding it)": {
+			edit: func(p *corev1.Pod) { maps.Copy(p.Labels, atBound) },
+			want: func() *corev1.Pod {
+				k := kept.DeepCopy()
+				maps.Copy(k.Labels, atBound)
+				return k
+			}(),
 		},
 		"too large labels make a stub": {
 			edit: func(p *corev1.Pod) {
