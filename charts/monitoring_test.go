@@ -917,7 +917,7 @@ func TestMonitoringValues(t *testing.T) {
 		}
 	}
 	e := alerts["KuikWebhookAdmissionErrors"]
-	if !strings.Contains(e.Expr, `{job="kuik-webhook",cluster="a"}[15m])) > 3`) || time.Duration(e.For) != 2*time.Minute || e.Labels["severity"] != "critical" {
+	if !strings.Contains(e.Expr, `{job="kuik-webhook",cluster="a",stage!~"annotations|records"}[15m])) > 3`) || time.Duration(e.For) != 2*time.Minute || e.Labels["severity"] != "critical" {
 		t.Errorf("KuikWebhookAdmissionErrors: %q for %s labels %v", e.Expr, e.For, e.Labels)
 	}
 	if x := alerts["KuikProviderCredentialExpiring"].Expr; !strings.Contains(x, `{job="kuik-syncer"}`) || !strings.HasSuffix(x, "< 7200") {

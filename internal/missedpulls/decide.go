@@ -203,9 +203,13 @@ func NeverRan(pod *corev1.Pod) bool {
 
 // JobHasRetries reports whether one more failed pod leaves the Job running: it has not
 // finished (Complete, Failed, or their targets), has no per-index limit (backoffLimitPerIndex,
-// whose counts are per index), and has failed fewer times than spec.backoffLimit (default 6):
-// the Job controller counts an evicted pod as failed (unless a podFailurePolicy rule ignores
-// DisruptionTarget, which is not relied on), and fails the Job once failures exceed the limit.
+// whose counts are per index), no podFailurePolicy rule that fails the Job (an evicted pod
+// carries DisruptionTarget, which a FailJob rule may match whatever the limit), and has failed
+// fewer times than spec.backoffLimit (default 6): the Job controller counts an evicted pod as
+// failed (unless a podFailurePolicy rule ignores DisruptionTarget, which is not relied on), and
+// fails the Job once failures exceed the limit. The failures it has not counted yet
+// (status.uncountedTerminatedPods.failed: a pod gone whose failure is not in status.failed yet,
+// as a sibling evicted a moment ago) count too.
 func JobHasRetries(job *batchv1.Job) bool {
 	for _, c := range job.Status.Conditions {
 		switch c.Type {
@@ -218,11 +222,22 @@ func JobHasRetries(job *batchv1.Job) bool {
 	if job.Spec.BackoffLimitPerIndex != nil {
 		return false
 	}
+	if p := job.Spec.PodFailurePolicy; p != nil {
+		for _, r := range p.Rules {
+			if r.Action == batchv1.PodFailurePolicyActionFailJob || r.Action == batchv1.PodFailurePolicyActionFailIndex {
+				return false
+			}
+		}
+	}
 	limit := int32(6)
 	if job.Spec.BackoffLimit != nil {
 		limit = *job.Spec.BackoffLimit
 	}
-	return job.Status.Failed < limit
+	failed := int64(job.Status.Failed)
+	if u := job.Status.UncountedTerminatedPods; u != nil {
+		failed += int64(len(u.Failed))
+	}
+	return failed < int64(limit)
 }
 
 // Skipped reports whether the webhook never sees the pod: opted out with kuik.enix.io/skip, or

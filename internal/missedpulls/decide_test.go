@@ -184,6 +184,24 @@ func TestJobHasRetries(t *testing.T) {
 		"failing already": {job(ptr.To[int32](6), 0, func(j *batchv1.Job) {
 			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue}}
 		}), false},
+		"a failure not counted yet takes the last retry": {job(ptr.To[int32](1), 0, func(j *batchv1.Job) {
+			j.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Failed: []types.UID{"sibling"}}
+		}), false},
+		"an uncounted failure leaves retries": {job(ptr.To[int32](2), 0, func(j *batchv1.Job) {
+			j.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Failed: []types.UID{"sibling"}}
+		}), true},
+		"a podFailurePolicy that fails the Job on a disruption": {job(ptr.To[int32](6), 0, func(j *batchv1.Job) {
+			j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+				Action:          batchv1.PodFailurePolicyActionFailJob,
+				OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}},
+			}}}
+		}), false},
+		"a podFailurePolicy that only ignores disruptions": {job(ptr.To[int32](6), 0, func(j *batchv1.Job) {
+			j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+				Action:          batchv1.PodFailurePolicyActionIgnore,
+				OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}},
+			}}}
+		}), true},
 		"a condition not true": {job(ptr.To[int32](6), 0, func(j *batchv1.Job) {
 			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionFalse}}
 		}), true},
