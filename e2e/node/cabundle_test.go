@@ -3,8 +3,6 @@ package node_test
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,21 +68,8 @@ func TestPrivateCAFromTheChartValueIsTrustedByPluginsAndProbes(t *testing.T) {
 	checkRouted(t, got, original, image, "ImageAlternative/private-ca", "OnFailure", "kuik-inject-imagealternative-private-ca")
 	took := w.waitRunning(t, selected, "app", created)
 
-	var checks, probed, manifests, blobs int
-	for _, r := range p.requests(mark) {
-		containerd := strings.HasPrefix(r.UserAgent, "containerd/")
-		switch {
-		case r.UserAgent == fakeprovider.CheckUserAgent:
-			checks++
-		case !r.Authenticated:
-		case strings.Contains(r.UserAgent, "kuik-webhook") && strings.Contains(r.Path, "/manifests/"):
-			probed++
-		case containerd && strings.Contains(r.Path, "/manifests/"):
-			manifests++
-		case containerd && strings.Contains(r.Path, "/blobs/") && r.Method == http.MethodGet:
-			blobs++
-		}
-	}
+	c := p.tally(mark)
+	checks, probed, manifests, blobs := c.checks, c.probed, c.manifests, c.blobs
 	if checks == 0 {
 		t.Error("the plugin's HTTPS call never reached the registry: it did not verify the private CA's certificate")
 	}

@@ -111,6 +111,30 @@ func newProviderRegistry(addr string, ca *testenv.CA) (*providerRegistry, error)
 	return p, nil
 }
 
+// tally counts who fetched what since mark: the fake plugin's calls (FAKE_PROVIDER_CHECK_URL,
+// with or without a credential), and, with a credential of the fake provider, the webhook's
+// manifest probes and containerd's manifest and blob fetches (the kubelet's pull).
+type tally struct{ checks, probed, manifests, blobs int }
+
+func (p *providerRegistry) tally(mark int) tally {
+	var c tally
+	for _, r := range p.requests(mark) {
+		containerd := strings.HasPrefix(r.UserAgent, "containerd/")
+		switch {
+		case r.UserAgent == fakeprovider.CheckUserAgent:
+			c.checks++
+		case !r.Authenticated:
+		case strings.Contains(r.UserAgent, "kuik-webhook") && strings.Contains(r.Path, "/manifests/"):
+			c.probed++
+		case containerd && strings.Contains(r.Path, "/manifests/"):
+			c.manifests++
+		case containerd && strings.Contains(r.Path, "/blobs/") && r.Method == http.MethodGet:
+			c.blobs++
+		}
+	}
+	return c
+}
+
 // requests returns the requests received since mark (a length of seen).
 func (p *providerRegistry) requests(mark int) []registryRequest {
 	p.mu.Lock()
@@ -310,21 +334,8 @@ func TestProviderCredentialInjectedPodPullsOnTheNode(t *testing.T) {
 
 		// Who fetched what: the webhook probed the manifest with the credential, containerd
 		// (the kubelet's pull) fetched the manifest and the blobs with it.
-		var probed, manifests, blobs int
-		for _, r := range p.requests(mark) {
-			if !r.Authenticated {
-				continue
-			}
-			containerd := strings.HasPrefix(r.UserAgent, "containerd/")
-			switch {
-			case strings.Contains(r.UserAgent, "kuik-webhook") && strings.Contains(r.Path, "/manifests/"):
-				probed++
-			case containerd && strings.Contains(r.Path, "/manifests/"):
-				manifests++
-			case containerd && strings.Contains(r.Path, "/blobs/") && r.Method == http.MethodGet:
-				blobs++
-			}
-		}
+		c := p.tally(mark)
+		probed, manifests, blobs := c.probed, c.manifests, c.blobs
 		if probed == 0 {
 			t.Error("the webhook made no authenticated manifest request: it did not probe the entry with the provider's credential")
 		}
