@@ -36,7 +36,10 @@
 //
 // Linux, root, runc and nft (apt), the binaries of hack/controlplane.sh (with kubelet,
 // kube-scheduler and kube-proxy) and of hack/node.sh (containerd, its shim, ctr, CNI plugins):
-// `make node`. Tests skip with the reason when one is missing, or fail when KUIK_NODE_REQUIRED=1
+// `make node`. The host process downloads every module of kuik's go.mod before it enters the
+// namespaces, where go runs with GOPROXY=off: builds in there (kuik's images, plugin binaries)
+// never need the network, even on a machine whose module cache was empty. Tests skip with the
+// reason when one is missing, or fail when KUIK_NODE_REQUIRED=1
 // (CI). KUIK_TESTNODE_KEEP=1 keeps the run directory (configuration and logs/) for inspection.
 //
 // # Images
