@@ -18,7 +18,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/enix/kuik/internal/missedpulls"
-	"github.com/enix/kuik/internal/testutil"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
@@ -310,12 +309,7 @@ func TestPodDeletesAndEvictionsAreBoundedByThePolicy(t *testing.T) {
 // tag) during the outage serves: it is reported, never evicted. Nor is a Pending pod whose init
 // container ran. A stuck pod that never ran, next to them, is evicted: the control.
 func TestStuckPodThatRanIsNotEvicted(t *testing.T) {
-	e := harness(t)
-	grantRecreate(t, e)
-	live := testutil.NewRegistry(t, "", "")
-	n := name(t)
-	image, _ := routedApp(t, e, n, live, func(b *testutil.ImageAlternativeBuilder) { b.RecreateStuckPods() })
-	ns := createNamespace(t, e, nil)
+	e, _, image, _, ns := stuckPodWorld(t)
 	opts := syncerConfig()
 	opts.MissedPulls = missedPullOptions(true, time.Second)
 	startSyncer(t, opts)
@@ -364,12 +358,7 @@ func untouched(t *testing.T, e env, pods ...*corev1.Pod) {
 // pod of a Job with retries left is evicted, and goes through the Eviction API (the API server
 // marks it DisruptionTarget, EvictionByEvictionAPI, before it deletes it).
 func TestStuckPodIsEvictedOnlyWhenItsControllerRecreatesIt(t *testing.T) {
-	e := harness(t)
-	grantRecreate(t, e)
-	live := testutil.NewRegistry(t, "", "")
-	n := name(t)
-	image, _ := routedApp(t, e, n, live, func(b *testutil.ImageAlternativeBuilder) { b.RecreateStuckPods() })
-	ns := createNamespace(t, e, nil)
+	e, _, image, _, ns := stuckPodWorld(t)
 	opts := syncerConfig()
 	opts.MissedPulls = missedPullOptions(true, time.Second)
 	opts.MissedPulls.RecreateJobs = true
@@ -422,12 +411,7 @@ func forceDelete(t *testing.T, e env, p *corev1.Pod) {
 // to a node that has no kubelet so that an evicted pod stays terminating; the second is not
 // evicted while the first is still there (for three stuck ages), and is once it is gone.
 func TestStuckPodsOfOneControllerAreEvictedOneAtATime(t *testing.T) {
-	e := harness(t)
-	grantRecreate(t, e)
-	live := testutil.NewRegistry(t, "", "")
-	n := name(t)
-	image, _ := routedApp(t, e, n, live, func(b *testutil.ImageAlternativeBuilder) { b.RecreateStuckPods() })
-	ns := createNamespace(t, e, nil)
+	e, _, image, _, ns := stuckPodWorld(t)
 	opts := syncerConfig()
 	opts.MissedPulls = missedPullOptions(true, time.Second)
 	startSyncer(t, opts)

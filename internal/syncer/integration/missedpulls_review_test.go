@@ -30,12 +30,7 @@ import (
 // annotation: nothing recreates it. A pod a ReplicaSet owns, failing the same way, is deleted:
 // the control.
 func TestStuckMirrorPodIsNotDeleted(t *testing.T) {
-	e := harness(t)
-	grantRecreate(t, e)
-	live := testutil.NewRegistry(t, "", "")
-	n := name(t)
-	image, _ := routedApp(t, e, n, live, func(b *testutil.ImageAlternativeBuilder) { b.RecreateStuckPods() })
-	ns := createNamespace(t, e, nil)
+	e, n, image, _, ns := stuckPodWorld(t)
 	node, err := e.cs.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -89,12 +84,7 @@ func stuckPodWith(t *testing.T, e env, ns, name, image string, owner *metav1.Own
 // stuck pods at one delete a second: all are deleted, and the rate-limited checks stay within
 // three per pod (each held pod checked every second, as before: 66 measured, 11 with turns).
 func TestStuckPodsHeldBackByTheRateLimitWaitTheirTurn(t *testing.T) {
-	e := harness(t)
-	grantRecreate(t, e)
-	live := testutil.NewRegistry(t, "", "")
-	n := name(t)
-	image, _ := routedApp(t, e, n, live, func(b *testutil.ImageAlternativeBuilder) { b.RecreateStuckPods() })
-	ns := createNamespace(t, e, nil)
+	e, _, image, _, ns := stuckPodWorld(t)
 	const pods = 12
 	limited := counter(t, metrics.StuckPodsRecreated.WithLabelValues("rate-limited"))
 	opts := syncerConfig()
@@ -130,12 +120,7 @@ func TestStuckPodsHeldBackByTheRateLimitWaitTheirTurn(t *testing.T) {
 // there 3s after it was first reported, and deleted later (after 4s); a sibling created before
 // the first delete (another replica) keeps the stuck age of 2s.
 func TestStuckPodsOfAControllerDeletedAgainBackOff(t *testing.T) {
-	e := harness(t)
-	grantRecreate(t, e)
-	live := testutil.NewRegistry(t, "", "")
-	n := name(t)
-	image, _ := routedApp(t, e, n, live, func(b *testutil.ImageAlternativeBuilder) { b.RecreateStuckPods() })
-	ns := createNamespace(t, e, nil)
+	e, _, image, _, ns := stuckPodWorld(t)
 	opts := syncerConfig()
 	opts.MissedPulls = &missedpulls.Options{AllowDelete: true, StuckPodAge: 2 * time.Second, RecreateRate: 100, RecreateBurst: 100}
 	startSyncer(t, opts)
@@ -179,12 +164,7 @@ func TestStuckPodsOfAControllerDeletedAgainBackOff(t *testing.T) {
 // own containers run. The pod-deletes policies refuse such a delete or eviction too. A pod
 // whose regular container fails the same way is evicted: the control.
 func TestStuckEphemeralContainerDeletesNoPod(t *testing.T) {
-	e := harness(t)
-	grantRecreate(t, e)
-	live := testutil.NewRegistry(t, "", "")
-	n := name(t)
-	image, _ := routedApp(t, e, n, live, func(b *testutil.ImageAlternativeBuilder) { b.RecreateStuckPods() })
-	ns := createNamespace(t, e, nil)
+	e, _, image, _, ns := stuckPodWorld(t)
 	opts := syncerConfig()
 	opts.MissedPulls = missedPullOptions(true, time.Second)
 	startSyncer(t, opts)

@@ -314,6 +314,19 @@ func routedApp(t *testing.T, e env, n string, live *testutil.Registry, build fun
 	return dead + "/acme/app:v1", candidate
 }
 
+// stuckPodWorld is where a stuck-pod test starts: the chart's recreate rights granted to the
+// syncer, a resource named after the test (n) with spec.recreateStuckPods routing image, on a
+// dead registry, to candidate, on a live one, and a namespace ns for the test's pods.
+func stuckPodWorld(t *testing.T) (e env, n, image, candidate, ns string) {
+	t.Helper()
+	e = harness(t)
+	grantRecreate(t, e)
+	live := testutil.NewRegistry(t, "", "")
+	n = name(t)
+	image, candidate = routedApp(t, e, n, live, func(b *testutil.ImageAlternativeBuilder) { b.RecreateStuckPods() })
+	return e, n, image, candidate, createNamespace(t, e, nil)
+}
+
 func missedPullOptions(allowDelete bool, age time.Duration) *missedpulls.Options {
 	return &missedpulls.Options{AllowDelete: allowDelete, StuckPodAge: age, RecreateRate: 100, RecreateBurst: 100}
 }
@@ -388,12 +401,7 @@ func TestMissedPullNeedsAnAvailableCandidateAndAFailingStatus(t *testing.T) {
 // chart's policy admits the delete) and a StuckPodRecreated event goes on the resource. A pod
 // no controller owns, failing as long, is reported but never deleted.
 func TestStuckPodOwnedByAControllerIsDeleted(t *testing.T) {
-	e := harness(t)
-	grantRecreate(t, e)
-	live := testutil.NewRegistry(t, "", "")
-	n := name(t)
-	image, candidate := routedApp(t, e, n, live, func(b *testutil.ImageAlternativeBuilder) { b.RecreateStuckPods() })
-	ns := createNamespace(t, e, nil)
+	e, n, image, candidate, ns := stuckPodWorld(t)
 	before := counter(t, metrics.StuckPodsRecreated.WithLabelValues("deleted"))
 	opts := syncerConfig()
 	opts.MissedPulls = missedPullOptions(true, 2*time.Second)
@@ -470,12 +478,7 @@ func TestStuckPodIsNotDeletedWithoutTheOptionOrThePermission(t *testing.T) {
 // The global rate limit holds back the second stuck pod: with a burst of one and a rate of one
 // per hour, one of two stuck pods is deleted, the other stays and is counted rate-limited.
 func TestStuckPodDeletesAreRateLimited(t *testing.T) {
-	e := harness(t)
-	grantRecreate(t, e)
-	live := testutil.NewRegistry(t, "", "")
-	n := name(t)
-	image, _ := routedApp(t, e, n, live, func(b *testutil.ImageAlternativeBuilder) { b.RecreateStuckPods() })
-	ns := createNamespace(t, e, nil)
+	e, _, image, _, ns := stuckPodWorld(t)
 	limited := counter(t, metrics.StuckPodsRecreated.WithLabelValues("rate-limited"))
 	opts := syncerConfig()
 	opts.MissedPulls = &missedpulls.Options{AllowDelete: true, StuckPodAge: time.Second, RecreateRate: 1.0 / 3600, RecreateBurst: 1}
