@@ -297,12 +297,18 @@ func (k *keeper) run(ctx context.Context, workers int) {
 	k.execs.Wait()
 	k.mu.Lock()
 	for name, provider := range k.exported {
-		metrics.ProviderCredentialExpiry.DeleteLabelValues(provider, name)
-		metrics.ProviderSecretBytes.DeleteLabelValues(provider, name)
-		metrics.ProviderSecretLeftOut.DeleteLabelValues(provider, name)
+		deleteProviderGauges(provider, name)
 	}
 	clear(k.exported)
 	k.mu.Unlock()
+}
+
+// deleteProviderGauges removes the gauges of a kuik-provider-* Secret this keeper no longer
+// keeps: its leadership ended, or no demand of the Secret is left.
+func deleteProviderGauges(provider, secret string) {
+	metrics.ProviderCredentialExpiry.DeleteLabelValues(provider, secret)
+	metrics.ProviderSecretBytes.DeleteLabelValues(provider, secret)
+	metrics.ProviderSecretLeftOut.DeleteLabelValues(provider, secret)
 }
 
 // repair queues a kuik-provider-* Secret that changed in the cluster (someone deleted or edited
@@ -592,9 +598,7 @@ func (k *keeper) writeSecret(ctx context.Context, name string) error {
 	}
 	k.mu.Unlock()
 	if gone != "" {
-		metrics.ProviderCredentialExpiry.DeleteLabelValues(gone, name)
-		metrics.ProviderSecretBytes.DeleteLabelValues(gone, name)
-		metrics.ProviderSecretLeftOut.DeleteLabelValues(gone, name)
+		deleteProviderGauges(gone, name)
 	}
 	if len(moved) > 0 {
 		k.version.Add(1)
