@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 const root = "../.."
@@ -94,5 +97,28 @@ func TestPagesHoldTheirSources(t *testing.T) {
 				t.Errorf("%s has no %q", page, w)
 			}
 		}
+	}
+}
+
+// describe reads each collector's name, type, help and labels in declared order, and leaves no
+// child behind in a vector.
+func TestDescribe(t *testing.T) {
+	vec := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x_total", Help: "X."}, []string{"zeta", "alpha"})
+	hist := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "y_seconds", Help: "Y."})
+	got, err := describe([]prometheus.Collector{vec, hist})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []metricDoc{
+		{name: "x_total", typ: "counter", help: "X.", labels: []string{"zeta", "alpha"}},
+		{name: "y_seconds", typ: "histogram", help: "Y.", labels: []string{}},
+	}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(metricDoc{})); diff != "" {
+		t.Errorf("described (-want +got):\n%s", diff)
+	}
+	ch := make(chan prometheus.Metric, 1)
+	vec.Collect(ch)
+	if len(ch) != 0 {
+		t.Error("describe left a child in the vector")
 	}
 }

@@ -47,6 +47,9 @@ func flagTable(fs *pflag.FlagSet) string {
 			name = "`-" + f.Shorthand + "`, " + name
 		}
 		usage := f.Usage
+		if _, ok := f.Annotations[cobra.BashCompOneRequiredFlag]; ok {
+			usage = "Required. " + usage
+		}
 		if f.Deprecated != "" {
 			usage += " Deprecated: " + f.Deprecated
 		}
@@ -56,10 +59,8 @@ func flagTable(fs *pflag.FlagSet) string {
 }
 
 func defaultOf(f *pflag.Flag) string {
-	switch d := f.DefValue; {
-	case d == "" || d == "[]":
-		return ""
-	default:
+	if d := f.DefValue; d != "" && d != "[]" {
 		return code(d)
 	}
+	return ""
 }
