@@ -53,9 +53,9 @@ chart-readme: ## Regenerate the values table of charts/kuik/README.md from the c
 docs: ## Regenerate docs/reference (CRDs, chart values, flags, metrics) from the code (hack/docgen).
 	$(GO) run ./hack/docgen
 
-# docs runs after manifests: api.md reads the chart's CRDs.
 VERIFY_PATHS := pkg config charts docs/reference
 
+# The prerequisites run in order: docs after manifests, as api.md reads the chart's CRDs.
 .PHONY: verify
 verify: generate manifests chart-readme docs ## Regenerate everything and fail if the tree changed.
 	@git diff --exit-code -- $(VERIFY_PATHS) || { echo "generated files are stale: run make generate manifests chart-readme docs and commit" >&2; exit 1; }
