@@ -49,10 +49,17 @@ manifests: ## Regenerate the CRDs (config/crd and the chart's crds/).
 chart-readme: ## Regenerate the values table of charts/kuik/README.md from the comments of values.yaml.
 	$(GO) run ./hack/chart-readme charts/kuik
 
+.PHONY: docs
+docs: ## Regenerate docs/reference (CRDs, chart values, flags, metrics) from the code (hack/docgen).
+	$(GO) run ./hack/docgen
+
+VERIFY_PATHS := pkg config charts docs/reference
+
+# The prerequisites run in order: docs after manifests, as api.md reads the chart's CRDs.
 .PHONY: verify
-verify: generate manifests chart-readme ## Regenerate everything and fail if the tree changed.
-	@git diff --exit-code -- pkg config charts || { echo "generated files are stale: run make generate manifests and commit" >&2; exit 1; }
-	@test -z "$$(git status --porcelain -- pkg config charts)" || { git status --porcelain -- pkg config charts; echo "untracked generated files" >&2; exit 1; }
+verify: generate manifests chart-readme docs ## Regenerate everything and fail if the tree changed.
+	@git diff --exit-code -- $(VERIFY_PATHS) || { echo "generated files are stale: run make generate manifests chart-readme docs and commit" >&2; exit 1; }
+	@test -z "$$(git status --porcelain -- $(VERIFY_PATHS))" || { git status --porcelain -- $(VERIFY_PATHS); echo "untracked generated files" >&2; exit 1; }
 
 .PHONY: vet
 vet: ## go vet every package.

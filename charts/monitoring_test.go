@@ -58,6 +58,12 @@ var foreignMetrics = map[string]string{
 	"up": "Prometheus",
 }
 
+// notCharted are the metrics of internal/metrics that no dashboard panel shows, on purpose,
+// each with the reason (a histogram by its name, without _bucket). Every other metric kuik exports
+// must appear in a panel's expression: a new metric fails TestMonitoringExpressionsNameExportedMetrics
+// until it is charted or listed here.
+var notCharted = map[string]string{}
+
 // targetLabels are the labels Prometheus (with the Prometheus Operator's ServiceMonitors) puts on
 // every scraped series, next to the metric's own.
 var targetLabels = []string{"job", "namespace", "instance", "pod", "service", "container", "endpoint"}
@@ -718,8 +724,19 @@ func TestMonitoringExpressionsNameExportedMetrics(t *testing.T) {
 		if !strings.HasPrefix(name, "kuik_") || strings.HasSuffix(name, "_sum") || strings.HasSuffix(name, "_count") && c.labels[strings.TrimSuffix(name, "_count")+"_bucket"] != nil {
 			continue
 		}
+		if _, ok := notCharted[strings.TrimSuffix(name, "_bucket")]; ok {
+			if inDashboard[name] {
+				t.Errorf("notCharted lists %s, which a panel shows: drop it from the list", name)
+			}
+			continue
+		}
 		if !inDashboard[name] {
-			t.Errorf("no panel of the dashboard shows %s", name)
+			t.Errorf("no panel of the dashboard shows %s: add one to charts/kuik/files/dashboards/kuik.json, or list it in notCharted with the reason", name)
+		}
+	}
+	for name := range notCharted {
+		if c.labels[name] == nil && c.labels[name+"_bucket"] == nil {
+			t.Errorf("notCharted lists %s, which kuik does not export: drop it", name)
 		}
 	}
 	for name := range foreignMetrics {

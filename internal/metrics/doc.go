@@ -69,4 +69,8 @@
 //
 // controller-runtime's own metrics (workqueue_*, leader_election_master_status, rest_client_*)
 // are exported next to these and are not repeated here.
+//
+// A new metric goes in WebhookCollectors or SyncerCollectors, in this list (a test compares
+// them), in a panel of charts/kuik/files/dashboards/kuik.json (a chart test fails otherwise),
+// and in docs/reference/metrics.md (make docs, generated from the collectors).
 package metrics

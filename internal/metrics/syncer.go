@@ -110,7 +110,6 @@ var (
 	}, []string{"result"})
 )
 
-// ObservePluginRun records one plugin execution (credentialprovider.Options.Observe).
 // MissedPulls counts image pulls that failed on a pod while a routing resource had an
 // available candidate for the image (ImagePullMissedRouting), by the resource's kind and name.
 var MissedPulls = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -134,19 +133,25 @@ var FallbackPods = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Help: "Live pods routed away from their original image by a routing resource, by its kind and name.",
 }, []string{"kind", "name"})
 
+// ObservePluginRun records one plugin execution (credentialprovider.Options.Observe).
 func ObservePluginRun(provider, result string, d time.Duration) {
 	ProviderPluginRuns.WithLabelValues(provider, result).Inc()
 	ProviderExecDuration.WithLabelValues(provider).Observe(d.Seconds())
 }
 
-// RegisterSyncer registers the secret-syncer's metrics; call it once, from main.
-func RegisterSyncer(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{
+// SyncerCollectors are the secret-syncer's metrics, registered by RegisterSyncer.
+func SyncerCollectors() []prometheus.Collector {
+	return []prometheus.Collector{
 		SyncerApplies, SyncerApplyDuration, SyncerAppliesSkipped, SyncerPairs,
 		SyncerInjectionFailures, SyncerQueueDepth, SyncerStatusUpdates, SyncerRetentionWrites,
 		ProviderPluginRuns, ProviderExecDuration, ProviderRenewals, ProviderCredentialExpiry, ProviderSecretBytes, ProviderSecretLeftOut, ProviderSecretWrites,
 		MissedPulls, StuckPodsRecreated, FallbackPods,
-	} {
+	}
+}
+
+// RegisterSyncer registers the secret-syncer's metrics; call it once, from main.
+func RegisterSyncer(reg prometheus.Registerer) error {
+	for _, c := range SyncerCollectors() {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("registering secret-syncer metrics: %w", err)
 		}
