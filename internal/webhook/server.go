@@ -29,6 +29,7 @@ import (
 	"github.com/enix/kuik/internal/credentialprovider"
 	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/probe"
+	"github.com/enix/kuik/internal/route"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -143,7 +144,7 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	metrics.ProbesInFlight.Set(prober.InFlight)
 	reader := mgr.GetCache()
-	chooser := &ProbeChooser{
+	chooser := &route.ProbeChooser{
 		Prober:        prober,
 		NodeProviders: cfg.CredentialProviders,
 		Secrets: func(ctx context.Context, name string) (*corev1.Secret, error) {
