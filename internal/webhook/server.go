@@ -55,7 +55,7 @@ type Config struct {
 	HealthProbeBindAddress                 string
 	// CredentialProviders is the nodes' credential-provider configuration (the file the
 	// kubelet's --image-credential-provider-config names), nil for none: an original image its
-	// providers match is pulled by the node with credentials of its own (ProbeChooser). The
+	// providers match is pulled by the node with credentials of its own (route.ProbeChooser). The
 	// webhook never runs the plugins.
 	CredentialProviders *credentialprovider.Config
 	// ProbeTransport overrides the registry HTTP transport (tests).
