@@ -14,8 +14,8 @@ import (
 )
 
 // Pod records are kuik's annotations on a pod, by container: original-images, rewritten-by,
-// reason and dry-run. Route reads and writes them; the secret-syncer reads them through
-// RewrittenContainers. Both read them with readMap, so they agree on what a record says.
+// reason and dry-run. Route reads and writes them; the secret-syncer's pod cache reads them
+// through RewrittenContainers. Both read them with readMap, so they agree on what a record says.
 
 // records are a pod's records as Route reads and rewrites them.
 type records struct {

@@ -14,26 +14,6 @@ import (
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
-// container is one image field of the pod.
-type container struct {
-	name, path string
-	image      *string
-}
-
-func containersOf(pod *corev1.Pod) []container {
-	out := make([]container, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers)+len(pod.Spec.EphemeralContainers))
-	for i := range pod.Spec.InitContainers {
-		out = append(out, container{pod.Spec.InitContainers[i].Name, "/spec/initContainers/" + strconv.Itoa(i) + "/image", &pod.Spec.InitContainers[i].Image})
-	}
-	for i := range pod.Spec.Containers {
-		out = append(out, container{pod.Spec.Containers[i].Name, "/spec/containers/" + strconv.Itoa(i) + "/image", &pod.Spec.Containers[i].Image})
-	}
-	for i := range pod.Spec.EphemeralContainers {
-		out = append(out, container{pod.Spec.EphemeralContainers[i].Name, "/spec/ephemeralContainers/" + strconv.Itoa(i) + "/image", &pod.Spec.EphemeralContainers[i].Image})
-	}
-	return out
-}
-
 // Route routes every container of pod not routed before and modifies pod in place. It returns
 // the decisions for the containers it looked at; the pod changed when any decision has
 // Image != Original or a reason was recorded.
@@ -191,6 +171,26 @@ func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 		}
 	}
 	return decisions, rec.write(pod)
+}
+
+// container is one image field of the pod.
+type container struct {
+	name, path string
+	image      *string
+}
+
+func containersOf(pod *corev1.Pod) []container {
+	out := make([]container, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers)+len(pod.Spec.EphemeralContainers))
+	for i := range pod.Spec.InitContainers {
+		out = append(out, container{pod.Spec.InitContainers[i].Name, "/spec/initContainers/" + strconv.Itoa(i) + "/image", &pod.Spec.InitContainers[i].Image})
+	}
+	for i := range pod.Spec.Containers {
+		out = append(out, container{pod.Spec.Containers[i].Name, "/spec/containers/" + strconv.Itoa(i) + "/image", &pod.Spec.Containers[i].Image})
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		out = append(out, container{pod.Spec.EphemeralContainers[i].Name, "/spec/ephemeralContainers/" + strconv.Itoa(i) + "/image", &pod.Spec.EphemeralContainers[i].Image})
+	}
+	return out
 }
 
 // trivial reports whether a candidate list leaves nothing to decide: empty (the original sits
