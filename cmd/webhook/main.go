@@ -18,6 +18,7 @@ import (
 	"github.com/enix/kuik/internal/logflags"
 	"github.com/enix/kuik/internal/manifest"
 	"github.com/enix/kuik/internal/metrics"
+	"github.com/enix/kuik/internal/route"
 	"github.com/enix/kuik/internal/webhook"
 )
 
@@ -26,7 +27,7 @@ func main() {
 	var usage app.UsageError
 	switch {
 	case err == nil:
-	case errors.As(err, &usage) || errors.Is(err, webhook.ErrInvalidResources):
+	case errors.As(err, &usage) || errors.Is(err, route.ErrInvalidResources):
 		fmt.Fprintln(os.Stderr, "webhook:", err)
 		os.Exit(2)
 	default:
@@ -66,5 +67,5 @@ func candidates(ctx context.Context, o app.CandidatesOptions) error {
 	if err != nil {
 		return app.UsageError{Err: err}
 	}
-	return webhook.PrintCandidates(os.Stdout, objs, o.Image, o.PodLabels, o.NamespaceLabels)
+	return route.PrintCandidates(os.Stdout, objs, o.Image, o.PodLabels, o.NamespaceLabels)
 }

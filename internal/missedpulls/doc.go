@@ -22,9 +22,9 @@
 //     is waiting in ErrImagePull or ImagePullBackOff with the image its spec names now.
 //   - Decide: exactly as the webhook would at the pod's creation: the routing index built from
 //     the syncer's cached ImageAlternatives and ImageMirrors (dry-run ones left out: they never
-//     change what is enforced), the namespace's labels, and webhook.Route on a copy of the pod
-//     with a webhook.ProbeChooser (registry probes; credentials read from the Secrets of the
-//     cluster resource namespace only). Pods the webhook never sees (label kuik.enix.io/skip,
+//     change what is enforced), the namespace's labels, and route.Route on a copy of the pod
+//     with a route.ProbeChooser (registry probes; credentials read from the Secrets of the
+//     cluster resource namespace only): the decision the webhook uses, not the webhook. Pods the webhook never sees (label kuik.enix.io/skip,
 //     excluded namespaces) are left alone.
 //   - Act: when Route would rewrite a failing container, a Warning ImagePullMissedRouting event
 //     on the pod and on the winning resource, naming the container, the failing image and the
@@ -45,6 +45,14 @@
 //     labelled app.kubernetes.io/managed-by=kuik-secret-syncer for the pod-deletes policies)
 //     with preconditions on its UID and resourceVersion; a StuckPodRecreated event goes on the
 //     resource. A pod no controller owns is never evicted: nothing would bring it back.
+//
+// Files:
+//
+//   - watcher.go: Options, Watcher, New, Start: the event reflectors and the workers
+//   - sync.go: one pod: the decision, the resource it names, the events reported
+//   - recreate.go: the eviction: claims per controller, rate limit, stuck age
+//   - events.go: the paged, streamed event list and the store that keeps nothing
+//   - predicates.go: facts read from pods, events and Jobs (FailingContainers, NeverRan…)
 //
 // Memory is bounded: the queue holds at most maxQueued pods; the first observations, the
 // events already emitted, the generations and the pods in flight are LRU caches; a list holds

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/enix/kuik/internal/route"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -112,9 +113,10 @@ func TransformPod(in any) (any, error) {
 
 // podRecords returns kuik's records of a pod that a decision may count: for each container
 // that exists (init, regular or ephemeral), has a recorded original and names a resource in
-// rewritten-by, the container with its current image, the original and the resource. A record
-// of a container the pod lacks, or naming no resource, counts for nothing and is dropped. ok is
-// false when what remains is more than the webhook writes (routing.MaxRecordBytes).
+// rewritten-by (route.RewrittenContainers, the webhook's reader), the container with its
+// current image, the original and the resource. A record of a container the pod lacks, or
+// naming no resource, counts for nothing and is dropped. ok is false when what remains is more
+// than the webhook writes (routing.MaxRecordBytes).
 func podRecords(p *corev1.Pod) (containers []corev1.Container, originals, by map[string]string, ok bool) {
 	raw := p.Annotations[v1alpha1.AnnotationRewrittenBy]
 	if raw == "" {
@@ -123,43 +125,20 @@ func podRecords(p *corev1.Pod) (containers []corev1.Container, originals, by map
 	if len(raw) > routing.MaxRecordBytes || len(p.Annotations[v1alpha1.AnnotationOriginalImages]) > routing.MaxRecordBytes {
 		return nil, nil, nil, false // more than the webhook writes, whatever it names
 	}
-	sources := rewrittenBy(p.Annotations)
-	if len(sources) == 0 {
-		return nil, nil, nil, true
-	}
-	recorded := annotationMap(p.Annotations, v1alpha1.AnnotationOriginalImages)
 	size := 0
-	keep := func(name, image string) {
-		src, named := sources[name]
-		original, has := recorded[name]
-		if !named || !has {
-			return
+	for r := range route.RewrittenContainers(p) {
+		if _, twice := by[r.Container]; twice {
+			continue // the API server refuses two containers of one name; a stale read at most
 		}
-		if _, twice := by[name]; twice {
-			return // the API server refuses two containers of one name; a stale read at most
-		}
-		size += routing.RecordBytes(name, original, image, src)
-		if size > routing.MaxRecordBytes {
-			return
+		if size += routing.RecordBytes(r.Container, r.Original, r.Image, r.By); size > routing.MaxRecordBytes {
+			return nil, nil, nil, false
 		}
 		if by == nil {
 			originals, by = map[string]string{}, map[string]string{}
 		}
-		containers = append(containers, corev1.Container{Name: name, Image: image})
-		originals[name] = original
-		by[name] = src.String()
-	}
-	for i := range p.Spec.InitContainers {
-		keep(p.Spec.InitContainers[i].Name, p.Spec.InitContainers[i].Image)
-	}
-	for i := range p.Spec.Containers {
-		keep(p.Spec.Containers[i].Name, p.Spec.Containers[i].Image)
-	}
-	for i := range p.Spec.EphemeralContainers {
-		keep(p.Spec.EphemeralContainers[i].Name, p.Spec.EphemeralContainers[i].Image)
-	}
-	if size > routing.MaxRecordBytes {
-		return nil, nil, nil, false
+		containers = append(containers, corev1.Container{Name: r.Container, Image: r.Image})
+		originals[r.Container] = r.Original
+		by[r.Container] = r.By.String()
 	}
 	return containers, originals, by, true
 }

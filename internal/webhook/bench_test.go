@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/enix/kuik/internal/probe"
+	"github.com/enix/kuik/internal/route"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/internal/testutil"
@@ -63,12 +64,12 @@ func BenchmarkRoute(b *testing.B) {
 	for _, n := range []int{10, 1_000, 10_000} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			ix := benchIndex(b, n, reg, down)
-			chooser := &webhook.ProbeChooser{Prober: probe.New(probe.Options{TTL: time.Hour})}
+			chooser := &route.ProbeChooser{Prober: probe.New(probe.Options{TTL: time.Hour})}
 			src := pod(corev1.Container{Name: "c", Image: down + "/acme/app:v1"})
 			b.ReportAllocs()
 			for b.Loop() {
 				p := src.DeepCopy()
-				d, err := webhook.Route(context.Background(), p, labels.Set{}, ix, chooser.Choose, webhook.Scope{})
+				d, err := route.Route(context.Background(), p, labels.Set{}, ix, chooser.Choose, route.Scope{})
 				if err != nil || len(d) != 1 || d[0].Image != reg.Host+"/acme/app:v1" {
 					b.Fatalf("route = %+v, %v", d, err)
 				}
@@ -88,7 +89,7 @@ func BenchmarkAdmissionHTTPS(b *testing.B) {
 	down := closedAddr(b)
 	var ix atomic.Pointer[routing.Index]
 	ix.Store(benchIndex(b, 1_000, reg, down))
-	chooser := &webhook.ProbeChooser{Prober: probe.New(probe.Options{TTL: time.Hour})}
+	chooser := &route.ProbeChooser{Prober: probe.New(probe.Options{TTL: time.Hour})}
 
 	ca, err := testenv.NewCA()
 	if err != nil {
@@ -268,7 +269,7 @@ func BenchmarkHandle(b *testing.B) {
 	down := closedAddr(b)
 	var ix atomic.Pointer[routing.Index]
 	ix.Store(benchIndex(b, 1_000, reg, down))
-	chooser := &webhook.ProbeChooser{Prober: probe.New(probe.Options{TTL: time.Hour})}
+	chooser := &route.ProbeChooser{Prober: probe.New(probe.Options{TTL: time.Hour})}
 	m := &webhook.PodMutator{Index: &ix, Namespaces: func(context.Context, string) (labels.Set, error) { return labels.Set{}, nil }, Choose: chooser.Choose}
 	req := createRequest(b, pod(corev1.Container{Name: "c", Image: down + "/acme/app:v1"}))
 	b.ReportAllocs()
@@ -290,7 +291,7 @@ func BenchmarkHandleRealisticPod(b *testing.B) {
 	down := closedAddr(b)
 	var ix atomic.Pointer[routing.Index]
 	ix.Store(benchIndex(b, 1_000, reg, down))
-	chooser := &webhook.ProbeChooser{Prober: probe.New(probe.Options{TTL: time.Hour})}
+	chooser := &route.ProbeChooser{Prober: probe.New(probe.Options{TTL: time.Hour})}
 	m := &webhook.PodMutator{Index: &ix, Namespaces: func(context.Context, string) (labels.Set, error) { return labels.Set{}, nil }, Choose: chooser.Choose}
 	c := corev1.Container{Name: "app", Image: down + "/acme/app:v1", Args: []string{"--listen=:8080", "--log-level=info"}}
 	for j := range 20 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/probe"
+	"github.com/enix/kuik/internal/route"
 	"github.com/enix/kuik/internal/routing"
 	kuiktest "github.com/enix/kuik/internal/testutil"
 	"github.com/enix/kuik/internal/webhook"
@@ -50,7 +51,7 @@ func TestDryRunProbesNeverTakeTheEnforcingProbeBound(t *testing.T) {
 	}
 	var index atomic.Pointer[routing.Index]
 	index.Store(ix)
-	chooser := &webhook.ProbeChooser{Prober: prober}
+	chooser := &route.ProbeChooser{Prober: prober}
 	m := &webhook.PodMutator{
 		Index:      &index,
 		Namespaces: func(context.Context, string) (labels.Set, error) { return labels.Set{}, nil },
@@ -124,10 +125,10 @@ func TestPinDigestWithoutADigestLeavesTheContainer(t *testing.T) {
 	for _, digest := range []string{"", "sha512:" + strings.Repeat("a", 128), "sha256:short", "sha256:" + strings.Repeat("A", 64)} {
 		t.Run(digest, func(t *testing.T) {
 			m := mutator(t, &availability{}, []v1alpha1.ImageAlternative{ia}, nil)
-			m.Choose = func(_ context.Context, lists [][]routing.Candidate, _ bool) []webhook.Choice {
-				out := make([]webhook.Choice, len(lists))
+			m.Choose = func(_ context.Context, lists [][]routing.Candidate, _ bool) []route.Choice {
+				out := make([]route.Choice, len(lists))
 				for l, cands := range lists {
-					out[l] = webhook.Choice{Index: len(cands) - 1, Digest: digest}
+					out[l] = route.Choice{Index: len(cands) - 1, Digest: digest}
 				}
 				return out
 			}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/enix/kuik/internal/probe"
+	"github.com/enix/kuik/internal/route"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/internal/testutil"
 	"github.com/enix/kuik/internal/webhook"
@@ -55,7 +56,7 @@ func TestAFloodOfInventedHostsStaysBounded(t *testing.T) {
 	}
 	var index atomic.Pointer[routing.Index]
 	index.Store(ix)
-	chooser := &webhook.ProbeChooser{Prober: prober}
+	chooser := &route.ProbeChooser{Prober: prober}
 	m := &webhook.PodMutator{
 		Index:      &index,
 		Namespaces: func(context.Context, string) (labels.Set, error) { return labels.Set{}, nil },
@@ -98,7 +99,7 @@ func TestAFloodOfInventedHostsStaysBounded(t *testing.T) {
 	}
 	mu.Lock()
 	for r := range registries {
-		if r != "mirror.local" && r != webhook.OtherRegistry {
+		if r != "mirror.local" && r != route.OtherRegistry {
 			t.Errorf("a probe was counted under registry %q, which no routing resource declares", r)
 		}
 	}

@@ -31,6 +31,7 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/enix/kuik/internal/metrics"
+	"github.com/enix/kuik/internal/route"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -141,15 +142,15 @@ func fuzzHandlers(f *testing.F) *http.ServeMux {
 	return mux
 }
 
-// upHostsAvailable is a Chooser: each list's first candidate whose registry host ends in ".up".
-func upHostsAvailable(_ context.Context, lists [][]routing.Candidate, _ bool) []Choice {
-	out := make([]Choice, len(lists))
+// upHostsAvailable is a route.Chooser: each list's first candidate whose registry host ends in ".up".
+func upHostsAvailable(_ context.Context, lists [][]routing.Candidate, _ bool) []route.Choice {
+	out := make([]route.Choice, len(lists))
 	for l, cands := range lists {
-		out[l] = Choice{Index: -1}
+		out[l] = route.Choice{Index: -1}
 		for i, c := range cands {
 			host, _, _ := strings.Cut(c.Reference, "/")
 			if strings.HasSuffix(host, ".up") {
-				out[l] = Choice{Index: i, Digest: "sha256:" + strings.Repeat("ab", 32)}
+				out[l] = route.Choice{Index: i, Digest: "sha256:" + strings.Repeat("ab", 32)}
 				break
 			}
 		}

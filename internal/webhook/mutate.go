@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/enix/kuik/internal/metrics"
+	"github.com/enix/kuik/internal/route"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -30,7 +31,7 @@ type PodMutator struct {
 	// Index is the current routing index; nil until the informers have synced.
 	Index      *atomic.Pointer[routing.Index]
 	Namespaces NamespaceLabels
-	Choose     Chooser
+	Choose     route.Chooser
 }
 
 const mutateWebhook = "mutate-pods"
@@ -63,7 +64,7 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) (resp ad
 	}
 	for _, d := range decisions {
 		if d.DryRun != nil {
-			metrics.DryRunDecisions.WithLabelValues(string(d.DryRun.resource.Kind), d.DryRun.resource.Name, d.DryRun.Reason).Inc()
+			metrics.DryRunDecisions.WithLabelValues(string(d.DryRun.Resource.Kind), d.DryRun.Resource.Name, d.DryRun.Reason).Inc()
 			if l := log.FromContext(ctx).V(1); l.Enabled() {
 				l.Info("Dry run: would route container otherwise", "namespace", req.Namespace, "name", req.Name, "uid", req.UID, "container", d.Container, "image", d.Image, "would", d.DryRun.Image, "by", d.DryRun.By, "reason", d.DryRun.Reason)
 			}
@@ -101,8 +102,8 @@ func admitUnchanged(stage string) admission.Response {
 }
 
 // mutate returns the JSON patch for the pod, empty when nothing changes.
-func (m *PodMutator) mutate(ctx context.Context, req admission.Request) (ops []jsonpatch.Operation, decisions []Decision, stage string, err error) {
-	var scope Scope
+func (m *PodMutator) mutate(ctx context.Context, req admission.Request) (ops []jsonpatch.Operation, decisions []route.Decision, stage string, err error) {
+	var scope route.Scope
 	switch {
 	case req.Kind.Kind != "Pod":
 		return nil, nil, "", nil
@@ -133,7 +134,7 @@ func (m *PodMutator) mutate(ctx context.Context, req admission.Request) (ops []j
 		return nil, nil, "namespace", fmt.Errorf("reading labels of namespace %s: %w", namespace, err)
 	}
 	b := snapshot(pod)
-	decisions, err = Route(ctx, pod, nsLabels, ix, m.Choose, scope)
+	decisions, err = route.Route(ctx, pod, nsLabels, ix, m.Choose, scope)
 	if err != nil {
 		return nil, nil, "route", err
 	}
@@ -161,15 +162,9 @@ func (m *PodMutator) mutate(ctx context.Context, req admission.Request) (ops []j
 // recordBytes is the size of kuik's records on a pod as the secret-syncer counts it
 // (routing.RecordBytes of every container rewritten-by names).
 func recordBytes(pod *corev1.Pod) int {
-	originals := readMap(pod.Annotations, v1alpha1.AnnotationOriginalImages)
-	by := readMap(pod.Annotations, v1alpha1.AnnotationRewrittenBy)
 	n := 0
-	for _, c := range containersOf(pod) {
-		src, err := routing.ParseSource(by[c.name])
-		if _, ok := originals[c.name]; !ok || err != nil || src.IsOriginal() {
-			continue
-		}
-		n += routing.RecordBytes(c.name, originals[c.name], *c.image, src)
+	for r := range route.RewrittenContainers(pod) {
+		n += routing.RecordBytes(r.Container, r.Original, r.Image, r.By)
 	}
 	return n
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/enix/kuik/internal/route"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/internal/webhook"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
@@ -49,18 +50,18 @@ type availability struct {
 	asked     [][]string
 }
 
-func (a *availability) choose(_ context.Context, lists [][]routing.Candidate, _ bool) []webhook.Choice {
-	out := make([]webhook.Choice, len(lists))
+func (a *availability) choose(_ context.Context, lists [][]routing.Candidate, _ bool) []route.Choice {
+	out := make([]route.Choice, len(lists))
 	for l, cands := range lists {
 		var refs []string
 		for _, c := range cands {
 			refs = append(refs, c.Reference)
 		}
 		a.asked = append(a.asked, refs)
-		out[l] = webhook.Choice{Index: -1}
+		out[l] = route.Choice{Index: -1}
 		for i, c := range cands {
 			if a.available[c.Reference] {
-				out[l] = webhook.Choice{Index: i, Digest: digestOf(c.Reference)}
+				out[l] = route.Choice{Index: i, Digest: digestOf(c.Reference)}
 				break
 			}
 		}
@@ -297,7 +298,7 @@ func TestPodMutatorAdmitsUnchangedOnInternalErrors(t *testing.T) {
 		},
 		"the chooser panics": {
 			mutate: func(m *webhook.PodMutator) {
-				m.Choose = func(context.Context, [][]routing.Candidate, bool) []webhook.Choice { panic("boom") }
+				m.Choose = func(context.Context, [][]routing.Candidate, bool) []route.Choice { panic("boom") }
 			},
 			pod: good(),
 		},

@@ -7,9 +7,11 @@ import (
 
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/enix/kuik/internal/route"
 )
 
-// before is what a patch is computed against: the parts of the pod Route may change.
+// before is what a patch is computed against: the parts of the pod route.Route may change.
 type before struct {
 	annotations, labels map[string]string
 	hadAnnotations      bool
@@ -29,10 +31,10 @@ func snapshot(pod *corev1.Pod) before {
 	}
 }
 
-// patch is the JSON patch from the snapshot to the routed pod. Route knows exactly what it
+// patch is the JSON patch from the snapshot to the routed pod. route.Route knows exactly what it
 // changed, so the patch is written directly rather than diffed from two serializations, which
 // would cost more than the routing itself.
-func patch(b before, pod *corev1.Pod, decisions []Decision) []jsonpatch.Operation {
+func patch(b before, pod *corev1.Pod, decisions []route.Decision) []jsonpatch.Operation {
 	var ops []jsonpatch.Operation
 	for _, d := range decisions {
 		if d.Image != d.Original {

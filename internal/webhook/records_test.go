@@ -17,8 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/enix/kuik/internal/route"
 	"github.com/enix/kuik/internal/routing"
-	"github.com/enix/kuik/internal/webhook"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
@@ -155,12 +155,12 @@ func TestAllContainersAreResolvedTogether(t *testing.T) {
 	calls := 0
 	var lists int
 	m := mutator(t, &availability{}, []v1alpha1.ImageAlternative{acme}, nil)
-	m.Choose = func(_ context.Context, ls [][]routing.Candidate, _ bool) []webhook.Choice {
+	m.Choose = func(_ context.Context, ls [][]routing.Candidate, _ bool) []route.Choice {
 		calls++
 		lists = len(ls)
-		out := make([]webhook.Choice, len(ls))
+		out := make([]route.Choice, len(ls))
 		for i := range out {
-			out[i] = webhook.Choice{Index: 1}
+			out[i] = route.Choice{Index: 1}
 		}
 		return out
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/enix/kuik/internal/credentialprovider"
 	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/probe"
+	"github.com/enix/kuik/internal/route"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -54,7 +55,7 @@ type Config struct {
 	HealthProbeBindAddress                 string
 	// CredentialProviders is the nodes' credential-provider configuration (the file the
 	// kubelet's --image-credential-provider-config names), nil for none: an original image its
-	// providers match is pulled by the node with credentials of its own (ProbeChooser). The
+	// providers match is pulled by the node with credentials of its own (route.ProbeChooser). The
 	// webhook never runs the plugins.
 	CredentialProviders *credentialprovider.Config
 	// ProbeTransport overrides the registry HTTP transport (tests).
@@ -143,7 +144,7 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	metrics.ProbesInFlight.Set(prober.InFlight)
 	reader := mgr.GetCache()
-	chooser := &ProbeChooser{
+	chooser := &route.ProbeChooser{
 		Prober:        prober,
 		NodeProviders: cfg.CredentialProviders,
 		Secrets: func(ctx context.Context, name string) (*corev1.Secret, error) {

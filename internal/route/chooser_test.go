@@ -1,4 +1,4 @@
-package webhook_test
+package route_test
 
 import (
 	"context"
@@ -16,13 +16,24 @@ import (
 
 	"github.com/enix/kuik/internal/credentialprovider"
 	"github.com/enix/kuik/internal/probe"
+	"github.com/enix/kuik/internal/route"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/internal/testutil"
-	"github.com/enix/kuik/internal/webhook"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
-func secretsOf(docs map[string]map[string]string) webhook.SecretGetter {
+func alternative(name string, policy v1alpha1.RewritePolicy, entries ...v1alpha1.Alternative) v1alpha1.ImageAlternative {
+	return v1alpha1.ImageAlternative{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       v1alpha1.ImageAlternativeSpec{RewritePolicy: policy, Alternatives: entries},
+	}
+}
+
+func withSecret(repo, secret string) v1alpha1.Alternative {
+	return v1alpha1.Alternative{Repository: repo, Auth: &v1alpha1.Auth{SecretRef: &v1alpha1.LocalSecretReference{Name: secret}}}
+}
+
+func secretsOf(docs map[string]map[string]string) route.SecretGetter {
 	return func(_ context.Context, name string) (*corev1.Secret, error) {
 		auths, ok := docs[name]
 		if !ok {
@@ -233,7 +244,7 @@ func TestCandidatesAreProbedWithTheCredentialThePodWillHave(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := &webhook.ProbeChooser{Prober: probe.New(probe.Options{}), Secrets: secretsOf(tc.secrets)}
+			c := &route.ProbeChooser{Prober: probe.New(probe.Options{}), Secrets: secretsOf(tc.secrets)}
 			if tc.nodeProviders != nil {
 				c.NodeProviders = nodeProviders(t, tc.nodeProviders...)
 			}

@@ -1,4 +1,4 @@
-package webhook_test
+package route_test
 
 import (
 	"bytes"
@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/enix/kuik/internal/manifest"
+	"github.com/enix/kuik/internal/route"
 	"github.com/enix/kuik/internal/testutil"
-	"github.com/enix/kuik/internal/webhook"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
@@ -75,7 +75,7 @@ func TestPrintCandidates(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
-			if err := webhook.PrintCandidates(&out, objs, tc.image, nil, tc.nsLabels); err != nil {
+			if err := route.PrintCandidates(&out, objs, tc.image, nil, tc.nsLabels); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tc.want, out.String()); diff != "" {
@@ -92,8 +92,8 @@ func TestPrintCandidatesRefusesInvalidResourcesNamingTheField(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	err = webhook.PrintCandidates(&out, objs, "quay.io/acme/foo:v1", nil, nil)
-	if !errors.Is(err, webhook.ErrInvalidResources) {
+	err = route.PrintCandidates(&out, objs, "quay.io/acme/foo:v1", nil, nil)
+	if !errors.Is(err, route.ErrInvalidResources) {
 		t.Fatalf("error = %v, want ErrInvalidResources", err)
 	}
 	if !strings.Contains(err.Error(), "ImageAlternative/acme-foo: spec.alternatives[0].repository") {
@@ -112,7 +112,7 @@ func TestPrintCandidatesShowsWhatDryRunsWouldChange(t *testing.T) {
 	}
 	objs = append(objs, &trial)
 	var out bytes.Buffer
-	if err := webhook.PrintCandidates(&out, objs, "quay.io/acme/foo:v1", nil, nil); err != nil {
+	if err := route.PrintCandidates(&out, objs, "quay.io/acme/foo:v1", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	want := "registry.tld/mirror/quay.io/acme/foo:v1\tImageMirror/corp-mirror\tkuik-inject-imagemirror-corp-mirror\n" +

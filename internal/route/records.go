@@ -1,0 +1,237 @@
+package route
+
+import (
+	"encoding/json"
+	"fmt"
+	"iter"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/enix/kuik/internal/routing"
+	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
+)
+
+// Pod records are kuik's annotations on a pod, by container: original-images, rewritten-by,
+// reason and dry-run. Route reads and writes them; the secret-syncer's pod cache reads them
+// through RewrittenContainers. Both read them with readMap, so they agree on what a record says.
+
+// records are a pod's records as Route reads and rewrites them.
+type records struct {
+	originals, rewrittenBy, reasons map[string]string
+	// dryRun is kuik.enix.io/dry-run, kept as raw JSON values by container.
+	dryRun map[string]json.RawMessage
+}
+
+func readRecords(annotations map[string]string) records {
+	return records{
+		originals:   readMap(annotations, v1alpha1.AnnotationOriginalImages),
+		rewrittenBy: readMap(annotations, v1alpha1.AnnotationRewrittenBy),
+		reasons:     readMap(annotations, v1alpha1.AnnotationReason),
+		dryRun:      readRawMap(annotations, v1alpha1.AnnotationDryRun),
+	}
+}
+
+// Rewritten is a container the pod's records say a resource rewrote.
+type Rewritten struct {
+	// Container is its name, Image its current image, Original the image before.
+	Container, Image, Original string
+	By                         routing.Source
+}
+
+// RewrittenContainers yields, in the pod's order (init, regular, ephemeral), each container
+// that has a recorded original and whose rewritten-by names a resource (RewrittenBy). A record
+// of a container the pod lacks, or naming no resource, is skipped. It checks no bound: the
+// webhook and the secret-syncer each count routing.RecordBytes of what it yields.
+func RewrittenContainers(pod *corev1.Pod) iter.Seq[Rewritten] {
+	return func(yield func(Rewritten) bool) {
+		by := RewrittenBy(pod.Annotations)
+		if len(by) == 0 {
+			return
+		}
+		originals := readMap(pod.Annotations, v1alpha1.AnnotationOriginalImages)
+		for _, c := range containersOf(pod) {
+			src, named := by[c.name]
+			original, has := originals[c.name]
+			if named && has && !yield(Rewritten{Container: c.name, Image: *c.image, Original: original, By: src}) {
+				return
+			}
+		}
+	}
+}
+
+// RewrittenBy is the resource the rewritten-by record names, by container; a value that does
+// not parse, or names the original, is left out. nil when there is none.
+func RewrittenBy(annotations map[string]string) map[string]routing.Source {
+	m := readMap(annotations, v1alpha1.AnnotationRewrittenBy)
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]routing.Source, len(m))
+	for container, s := range m {
+		if src, err := routing.ParseSource(s); err == nil && !src.IsOriginal() {
+			out[container] = src
+		}
+	}
+	return out
+}
+
+// usedEntry is an entry of a resource that a true record shows the pod already pulls from.
+type usedEntry struct {
+	source   routing.Source
+	authPath string
+}
+
+// verify drops the records kuik could not have written and returns the containers whose record
+// is true (routed before) and the entries those containers pull from.
+func verify(rec *records, all []container, ix *routing.Index, podLabels, namespaceLabels labels.Set) (map[string]bool, map[usedEntry]bool) {
+	images := make(map[string]string, len(all))
+	for _, c := range all {
+		images[c.name] = *c.image
+	}
+	done := map[string]bool{}
+	used := map[usedEntry]bool{}
+	for name, original := range rec.originals {
+		current, exists := images[name]
+		src, err := routing.ParseSource(rec.rewrittenBy[name])
+		if exists && err == nil {
+			if cands := ix.Recorded(original, current, src, podLabels, namespaceLabels); len(cands) > 0 {
+				done[name] = true
+				for _, c := range cands {
+					if c.Inject {
+						used[usedEntry{c.Source, c.AuthPath}] = true
+					}
+				}
+				continue
+			}
+		}
+		delete(rec.originals, name)
+		delete(rec.rewrittenBy, name)
+		delete(rec.reasons, name)
+	}
+	for name := range rec.rewrittenBy {
+		if !done[name] {
+			delete(rec.rewrittenBy, name)
+		}
+	}
+	for name, reason := range rec.reasons {
+		if _, exists := images[name]; !exists || (!done[name] && reason != v1alpha1.ReasonNoAlternatives) {
+			delete(rec.reasons, name)
+		}
+	}
+	return done, used
+}
+
+// write puts the records back on the pod: each annotation as a JSON map, or removed when empty,
+// and the kuik.enix.io/rewritten label exactly when a container is recorded as rewritten.
+func (rec *records) write(pod *corev1.Pod) error {
+	for key, m := range map[string]map[string]string{
+		v1alpha1.AnnotationOriginalImages: rec.originals,
+		v1alpha1.AnnotationRewrittenBy:    rec.rewrittenBy,
+		v1alpha1.AnnotationReason:         rec.reasons,
+	} {
+		if len(m) == 0 {
+			delete(pod.Annotations, key)
+			continue
+		}
+		b, err := encodeMap(m) // map keys are sorted: the annotation is deterministic
+		if err != nil {
+			return fmt.Errorf("encoding %s: %w", key, err)
+		}
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[key] = string(b)
+	}
+	if len(rec.dryRun) == 0 {
+		delete(pod.Annotations, v1alpha1.AnnotationDryRun)
+	} else {
+		b, err := json.Marshal(rec.dryRun) // sorted keys
+		if err != nil {
+			return fmt.Errorf("encoding %s: %w", v1alpha1.AnnotationDryRun, err)
+		}
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[v1alpha1.AnnotationDryRun] = string(b)
+	}
+	if len(rec.originals) > 0 {
+		if pod.Labels == nil {
+			pod.Labels = map[string]string{}
+		}
+		pod.Labels[v1alpha1.LabelRewritten] = "true"
+	} else {
+		delete(pod.Labels, v1alpha1.LabelRewritten)
+	}
+	return nil
+}
+
+// encodeMap is json.Marshal(m), byte for byte, written directly when every key and value is
+// printable ASCII that json.Marshal copies as it is (no quote, backslash or HTML character to
+// escape): the common case, at a fraction of the reflection's cost.
+func encodeMap(m map[string]string) ([]byte, error) {
+	keys := make([]string, 0, len(m))
+	size := 2
+	for k, v := range m {
+		if !plainJSON(k) || !plainJSON(v) {
+			return json.Marshal(m)
+		}
+		keys = append(keys, k)
+		size += len(k) + len(v) + 6
+	}
+	slices.Sort(keys)
+	b := make([]byte, 0, size)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, k...)
+		b = append(b, '"', ':', '"')
+		b = append(b, m[k]...)
+		b = append(b, '"')
+	}
+	return append(b, '}'), nil
+}
+
+// plainJSON reports whether json.Marshal writes s between quotes unchanged.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
+}
+
+// readRawMap decodes kuik.enix.io/dry-run the way readMap decodes the others, nil when absent
+// (most pods: no allocation).
+func readRawMap(annotations map[string]string, key string) map[string]json.RawMessage {
+	v, ok := annotations[key]
+	if !ok || v == "" {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(v), &m); err != nil {
+		return nil
+	}
+	return m
+}
+
+// readMap decodes one of kuik's JSON map annotations. kuik never writes a malformed one, so a
+// malformed value (or JSON null) is someone else's and reads as empty: the record is dropped
+// and rewritten rather than shielding the pod's other records from verification.
+func readMap(annotations map[string]string, key string) map[string]string {
+	m := map[string]string{}
+	v, ok := annotations[key]
+	if !ok || v == "" {
+		return m
+	}
+	if err := json.Unmarshal([]byte(v), &m); err != nil || m == nil {
+		return map[string]string{}
+	}
+	return m
+}
