@@ -160,7 +160,7 @@ type Controller struct {
 	recordMu sync.Mutex
 
 	// providers keeps the provider credentials.
-	providers *keeper
+	providers *providerKeeper
 	// fallbacks keeps the resources' live fallbacks (fallbacks_controller.go).
 	fallbacks *fallbackTracker
 	// graceful, when set, is done when the process stops on purpose (not on a lost lease):
@@ -196,7 +196,7 @@ func NewController(cfg Config, c cache.Cache, core corev1client.CoreV1Interface,
 		recordFailed: map[ResourceKey]time.Time{},
 		fallbacks:    newFallbackTracker(),
 	}
-	ctrl.providers = newKeeper(cfg, core)
+	ctrl.providers = newProviderKeeper(cfg, core)
 	ctrl.providers.existing = ctrl.secret
 	ctrl.providers.changed = func(ctx context.Context, users []ResourceKey) {
 		for _, rk := range users {

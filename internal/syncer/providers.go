@@ -16,8 +16,8 @@ import (
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
-// Provider credentials: the decisions (this file) and the keeper that runs the plugins and
-// keeps their results (keeper.go).
+// Provider credentials: the decisions (this file) and the provider keeper that runs the
+// plugins and keeps their results (providerkeeper*.go).
 //
 // An entry with auth.provider asks the provider for one image: the entry's LookupPath (the path
 // its candidates are probed and looked up with), normalized, without the trailing '/' of a
