@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/enix/kuik/internal/metrics"
@@ -130,4 +131,17 @@ func (c *Controller) emitEvents(obj client.Object, rk ResourceKey, res *Resoluti
 		}
 		c.recorder.Event(obj, corev1.EventTypeWarning, v1alpha1.EventPullSecretInjectionFailed, note)
 	}
+}
+
+// namespaceCount is the number of namespaces where the resource's Secret holds what it needs.
+func (c *Controller) namespaceCount(rk ResourceKey, uid types.UID) int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int32
+	for k, st := range c.pairs {
+		if k.resource() == rk && st.uid == uid && st.needed && st.applied {
+			n++
+		}
+	}
+	return n
 }
