@@ -22,7 +22,7 @@ type Config struct {
 	Debounce time.Duration
 	// RecordDelay collapses the changes of one resource's retention record into one write
 	// (default Debounce). A graceful stop writes the pending ones; a crash loses at most
-	// this window of uses. A namespace is named in the record before its first Secret,
+	// this window of uses. A namespace is named in the retention record before its first Secret,
 	// without this delay.
 	RecordDelay time.Duration
 	// Workers apply concurrently (default 16).

@@ -23,10 +23,10 @@ import (
 )
 
 // The controller is split by concern: this file holds its state and lifecycle; config.go its
-// configuration; enqueue.go what queues a pair, and the debounce; memo.go the per-resource view
-// and credential resolution; apply.go the per-pair gather → decide → act and the pair memory;
-// persist.go the retention records; handlers.go the informer event handlers; status.go status
-// and events.
+// configuration; enqueue.go what queues a pair, and the debounce; memo.go the per-resource view and
+// credential resolution; apply.go the per-pair gather → decide → act and the pair memory;
+// retention_controller.go the retention records; handlers.go the informer event handlers; status.go
+// status and events.
 
 // FieldManager is the server-side apply field manager of every Secret the syncer writes.
 const FieldManager = "kuik-secret-syncer"
@@ -50,9 +50,9 @@ type Controller struct {
 	status   client.Client
 	recorder record.EventRecorder
 
-	queue       workqueue.TypedRateLimitingInterface[PairKey]
-	statusQueue workqueue.TypedRateLimitingInterface[ResourceKey]
-	recordQueue workqueue.TypedRateLimitingInterface[ResourceKey]
+	queue          workqueue.TypedRateLimitingInterface[PairKey]
+	statusQueue    workqueue.TypedRateLimitingInterface[ResourceKey]
+	retentionQueue workqueue.TypedRateLimitingInterface[ResourceKey]
 
 	// lastEvent is when each pair last got an event, for the debounce: an entry is pruned
 	// once its window has passed (pruneArmed: a prune is scheduled), so the map holds only the
@@ -65,17 +65,18 @@ type Controller struct {
 	pairs map[PairKey]*pairState
 	// forced holds the pairs a resync wants applied whatever their hash says; a pair's
 	// decision takes its flag when it starts (see syncPair).
-	forced  map[PairKey]struct{}
-	memo    map[ResourceKey]*memoEntry
-	emitted map[ResourceKey]map[LeftOut]struct{}
-	records map[ResourceKey]*recordState
-	// recordDirty holds the resources whose retention record waits for its debounce: a
+	forced    map[PairKey]struct{}
+	memo      map[ResourceKey]*memoEntry
+	emitted   map[ResourceKey]map[LeftOut]struct{}
+	retention map[ResourceKey]*retentionState
+	// retentionDirty holds the resources whose retention record waits for its debounce: a
 	// graceful stop writes them before the lease is released.
-	recordDirty map[ResourceKey]struct{}
-	// recordFailed is when a resource's record last failed to be written before a first Secret.
-	recordFailed map[ResourceKey]time.Time
-	// recordMu serializes the writes of retention records.
-	recordMu sync.Mutex
+	retentionDirty map[ResourceKey]struct{}
+	// retentionFailed is when a resource's retention record last failed to be written before a
+	// first Secret.
+	retentionFailed map[ResourceKey]time.Time
+	// retentionMu serializes the writes of retention records.
+	retentionMu sync.Mutex
 
 	// providers keeps the provider credentials.
 	providers *providerKeeper
@@ -101,18 +102,18 @@ func NewController(cfg Config, c cache.Cache, core corev1client.CoreV1Interface,
 			workqueue.TypedRateLimitingQueueConfig[PairKey]{Name: "secret-syncer"}),
 		statusQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[ResourceKey](),
 			workqueue.TypedRateLimitingQueueConfig[ResourceKey]{Name: "secret-syncer-status"}),
-		recordQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[ResourceKey](),
+		retentionQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[ResourceKey](),
 			workqueue.TypedRateLimitingQueueConfig[ResourceKey]{Name: "secret-syncer-retention"}),
 		lastEvent: map[PairKey]time.Time{},
 		pairs:     map[PairKey]*pairState{},
 		forced:    map[PairKey]struct{}{},
 		memo:      map[ResourceKey]*memoEntry{},
 		emitted:   map[ResourceKey]map[LeftOut]struct{}{},
-		records:   map[ResourceKey]*recordState{},
+		retention: map[ResourceKey]*retentionState{},
 
-		recordDirty:  map[ResourceKey]struct{}{},
-		recordFailed: map[ResourceKey]time.Time{},
-		fallbacks:    newFallbackTracker(),
+		retentionDirty:  map[ResourceKey]struct{}{},
+		retentionFailed: map[ResourceKey]time.Time{},
+		fallbacks:       newFallbackTracker(),
 	}
 	ctrl.providers = newProviderKeeper(cfg, core)
 	ctrl.providers.existing = ctrl.secret
@@ -155,7 +156,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	}
 	// Before any decision, so that the first one of each pair already knows what the last
 	// leader retained.
-	c.restoreRecords(ctx)
+	c.restoreRetention(ctx)
 	handlers := map[client.Object]toolscache.ResourceEventHandler{
 		&v1alpha1.ImageAlternative{}: c.resourceHandler(ctx, routing.KindImageAlternative),
 		&v1alpha1.ImageMirror{}:      c.resourceHandler(ctx, routing.KindImageMirror),
@@ -195,7 +196,7 @@ func (c *Controller) Start(ctx context.Context) error {
 		}
 	})
 	wg.Go(func() {
-		for c.processRecord(ctx) {
+		for c.processRetention(ctx) {
 		}
 	})
 	wg.Go(func() { c.runFallbacks(ctx) })
@@ -221,16 +222,16 @@ loop:
 	}
 	c.queue.ShutDown()
 	c.statusQueue.ShutDown()
-	c.recordQueue.ShutDown()
+	c.retentionQueue.ShutDown()
 	c.fallbacks.queue.ShutDown()
 	wg.Wait()
 	// On a graceful stop this returns before the manager releases the lease: the next leader
 	// restores what this one decided last, also the uses still waiting for their debounce. A
 	// leader that lost its lease writes nothing more: another may lead already.
 	if c.graceful == nil || c.graceful.Err() != nil {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordFlushTimeout)
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), retentionFlushTimeout)
 		defer cancel()
-		c.flushRecords(fctx)
+		c.flushRetention(fctx)
 	}
 	return nil
 }
