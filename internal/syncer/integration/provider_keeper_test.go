@@ -245,9 +245,9 @@ func (h hangingProvider) install(t *testing.T, binDir string) {
 	fakeprovider.SetMode(t, h.stateDir, fakeprovider.ModeHang)
 }
 
-// Two providers whose plugins hang, each for several entries, hold none of the provider
-// keeper's workers: a third provider's entry gets its credential while they hang (the plugins' timeout
-// is longer than the wait).
+// Two providers whose plugins hang, each for several entries, hold none of the provider keeper's
+// workers: a third provider's entry gets its credential while they hang (the plugins' timeout is
+// longer than the wait).
 func TestHangingProvidersDelayNoOtherProvider(t *testing.T) {
 	e := harness(t)
 	n := name(t)
