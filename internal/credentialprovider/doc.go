@@ -46,4 +46,15 @@
 // image, then the registry, then the global entry; [Request.MinValidity] skips entries about to
 // expire. Identical concurrent requests share one exec, stopped only when every caller waiting
 // for it has given up.
+//
+// # Where things are
+//
+//	config.go       Config and Provider: LoadConfig reads and decodes the files
+//	validate.go     the kubelet's validation of a configuration, and CheckBinDir
+//	match.go        matchImages and NormalizeImage
+//	plugins.go      Plugins: Request, Credential, Options, Get
+//	exec.go         one plugin run: request, response, PluginError
+//	exec_unix.go    the plugin's process group (exec_other.go: elsewhere)
+//	cache.go        the kubelet's response cache, by cacheKeyType
+//	secretname.go   the name of a provider's kuik-provider-* Secret
 package credentialprovider

@@ -43,4 +43,17 @@
 // the Secret it writes for a resource with [PullSecretName]. Both refuse invalid resources with
 // [ValidateImageAlternative] and [ValidateImageMirror], which mirror the CRD's CEL rules and
 // also parse every reference the way the index does.
+//
+// # Where things are
+//
+//	normalize.go    references parsed and normalized; repository.go: an image's repository
+//	index.go        the Index: NewIndex, its trie of alternatives, the parse cache
+//	compile.go      a resource compiled for the Index: band, selectors, entries, credentials
+//	glob.go         the excludeImages globs
+//	candidates.go   Index.Candidates (the ordered list) and Index.Recorded (a pod's claims)
+//	validate.go     ValidateImageAlternative and ValidateImageMirror
+//	source.go       Kind and Source: the resource a candidate comes from (rewritten-by)
+//	secretname.go   PullSecretName: the Secret kuik injects for a resource
+//	authpath.go     an entry's auths key there, and its lookup path in its secretRef Secret
+//	limits.go       the bounds on a pod's labels and on kuik's records on a pod
 package routing

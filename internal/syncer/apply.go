@@ -135,17 +135,17 @@ func (c *Controller) syncPair(ctx context.Context, k PairKey) (err error) {
 		return err
 	}
 	next := &pairState{uid: r.UID, hash: prev.hash, needed: d.Needed, usage: d.Usage}
-	recordChanged := !sameRecord(prev.usage, d.Usage)
+	retentionChanged := !sameRetention(prev.usage, d.Usage)
 	if known && !force && prev.hash == hash {
 		// The last successful apply wrote exactly this.
 		metrics.SyncerAppliesSkipped.Inc()
 		next.applied = true
-		c.storePair(k, next, !prev.applied || prev.needed != d.Needed, recordChanged)
+		c.storePair(k, next, !prev.applied || prev.needed != d.Needed, retentionChanged)
 		return nil
 	}
 
 	// Act: the retention record names the namespace before its first Secret.
-	c.recordBeforeSecret(ctx, k, next)
+	c.retentionBeforeSecret(ctx, k, next)
 	start := time.Now()
 	_, err = c.core.Secrets(k.Namespace).Apply(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	metrics.SyncerApplyDuration.Observe(time.Since(start).Seconds())
@@ -156,19 +156,19 @@ func (c *Controller) syncPair(ctx context.Context, k PairKey) (err error) {
 			return nil
 		}
 		next.applied = false
-		c.storePair(k, next, true, recordChanged)
+		c.storePair(k, next, true, retentionChanged)
 		return fmt.Errorf("applying secret %s/%s: %w", k.Namespace, d.Secret.Name, err)
 	}
 	metrics.SyncerApplies.WithLabelValues(metrics.ResultSuccess).Inc()
 	logr.FromContextOrDiscard(ctx).V(1).Info("applied pull secret", "secret", klog.KRef(k.Namespace, d.Secret.Name), "entries", len(d.Keys), "forced", force)
 	next.hash, next.applied = hash, true
-	c.storePair(k, next, !prev.applied || prev.needed != d.Needed, recordChanged)
+	c.storePair(k, next, !prev.applied || prev.needed != d.Needed, retentionChanged)
 	return nil
 }
 
 // storePair remembers a pair's decision, queueing its resource's status and retention record
 // when they change.
-func (c *Controller) storePair(k PairKey, st *pairState, statusChanged, recordChanged bool) {
+func (c *Controller) storePair(k PairKey, st *pairState, statusChanged, retentionChanged bool) {
 	c.mu.Lock()
 	c.pairs[k] = st
 	metrics.SyncerPairs.Set(float64(len(c.pairs)))
@@ -176,8 +176,8 @@ func (c *Controller) storePair(k PairKey, st *pairState, statusChanged, recordCh
 	if statusChanged {
 		c.statusQueue.AddAfter(k.resource(), c.cfg.StatusDelay)
 	}
-	if recordChanged {
-		c.recordChanged(k.resource())
+	if retentionChanged {
+		c.retentionChanged(k.resource())
 	}
 }
 
@@ -191,7 +191,7 @@ func (c *Controller) forgetPair(k PairKey) {
 	if known {
 		c.statusQueue.AddAfter(k.resource(), c.cfg.StatusDelay)
 		if len(st.usage) > 0 {
-			c.recordChanged(k.resource())
+			c.retentionChanged(k.resource())
 		}
 	}
 }
@@ -209,9 +209,9 @@ func (c *Controller) forgetResource(rk ResourceKey) {
 	}
 	delete(c.memo, rk)
 	delete(c.emitted, rk)
-	delete(c.records, rk)
-	delete(c.recordDirty, rk)
-	delete(c.recordFailed, rk)
+	delete(c.retention, rk)
+	delete(c.retentionDirty, rk)
+	delete(c.retentionFailed, rk)
 	metrics.SyncerPairs.Set(float64(len(c.pairs)))
 	c.providers.use(context.Background(), rk, nil)
 }
@@ -219,14 +219,14 @@ func (c *Controller) forgetResource(rk ResourceKey) {
 // forgetNamespace forgets the pairs of a deleted namespace.
 func (c *Controller) forgetNamespace(ns string) {
 	c.mu.Lock()
-	var touched, recorded []ResourceKey
+	var touched, retained []ResourceKey
 	for k, st := range c.pairs {
 		if k.Namespace == ns {
 			delete(c.pairs, k)
 			delete(c.forced, k)
 			touched = append(touched, k.resource())
 			if len(st.usage) > 0 {
-				recorded = append(recorded, k.resource())
+				retained = append(retained, k.resource())
 			}
 		}
 	}
@@ -235,7 +235,7 @@ func (c *Controller) forgetNamespace(ns string) {
 	for _, rk := range touched {
 		c.statusQueue.AddAfter(rk, c.cfg.StatusDelay)
 	}
-	for _, rk := range recorded {
-		c.recordChanged(rk)
+	for _, rk := range retained {
+		c.retentionChanged(rk)
 	}
 }

@@ -35,39 +35,37 @@
 //     plus those used within the retention ([Retain], clock injected) — a namespace leaving the
 //     selector loses them all at once;
 //   - [DesiredSecret], [ApplyConfiguration] and [Hash] build the Secret and its apply request;
-//     [DesiredStatus] the resource's status; [RecordApplyConfiguration] and [ParseRecord] the
-//     retention record of a resource (record.go).
+//     [DesiredStatus] the resource's status; [RecordApplyConfiguration] and [ParseRetention] the
+//     retention record of a resource.
 //
-// Act ([Controller]; controller.go holds the queues and lifecycle, memo.go the per-resource
-// view, apply.go the per-pair decision and its memory, persist.go the retention records): a work
-// queue keyed by (kind, name, namespace), debounced so that the events of one pair within a
-// short window make one apply; server-side apply with field manager kuik-secret-syncer; an
-// in-memory hash per pair skips applies that would change nothing; a periodic resync
-// re-applies every pair regardless of the hash, which restores a Secret someone deleted or
-// edited (the API server turns an identical apply into a no-op). A resync that arrives while a
-// pair is being decided is not lost: the decision takes the pair's forced flag when it starts,
-// so the resync's flag survives it and the work queue decides the pair once more right after.
-// The pod, namespace, resource and secretRef informers re-decide the pairs they touch; a
+// Act ([Controller]): a work queue keyed by (kind, name, namespace), debounced so that the events
+// of one pair within a short window make one apply; server-side apply with field manager
+// kuik-secret-syncer; an in-memory hash per pair skips applies that would change nothing; a
+// periodic resync re-applies every pair regardless of the hash, which restores a Secret someone
+// deleted or edited (the API server turns an identical apply into a no-op). A resync that arrives
+// while a pair is being decided is not lost: the decision takes the pair's forced flag when it
+// starts, so the resync's flag survives it and the work queue decides the pair once more right
+// after. The pod, namespace, resource and secretRef informers re-decide the pairs they touch; a
 // namespace's label change re-decides its OnFailure pairs too.
 //
-// Retention survives restarts and leader changes: the usage of each OnFailure resource's
-// entries is kept in a retention record, a ConfigMap kuik-retain-<kind>-<name> in the cluster
-// resource namespace owned by the resource, written (debounced, server-side apply) only when an
-// entry starts or stops being used or expires, and at once before a resource's first Secret in
-// a namespace the record does not name yet (a crash within the debounce then loses at most the
-// latest change of use, never the namespace). A start lists the records from the API server
-// before any decision: a retained entry keeps its recorded time of last use, an entry recorded
-// as live counts as used at the start (its pods may have gone while no syncer ran), and the
-// record's namespaces are decided even when no pod there needs the resource any more, so their
-// retained entries still expire. The syncer never reads a Secret outside the cluster resource
-// namespace; the records are what it knows of what it wrote.
+// Retention survives restarts and leader changes: the usage of each OnFailure resource's entries is
+// kept in a retention record, a ConfigMap kuik-retain-<kind>-<name> in the cluster resource
+// namespace owned by the resource, written (debounced, server-side apply) only when an entry starts
+// or stops being used or expires, and at once before a resource's first Secret in a namespace the
+// retention record does not name yet (a crash within the debounce then loses at most the latest
+// change of use, never the namespace). A start lists the retention records from the API server
+// before any decision: a retained entry keeps its time of last use, an entry kept as live counts as
+// used at the start (its pods may have gone while no syncer ran), and the retention record's
+// namespaces are decided even when no pod there needs the resource any more, so their retained
+// entries still expire. The syncer never reads a Secret outside the cluster resource namespace; the
+// retention records are what it knows of what it wrote.
 //
-// A start applies every pair once. The syncer never deletes a Secret: a pair that needs nothing
-// any more gets {"auths":{}}, and deleting the resource garbage-collects its Secrets and its
+// A start applies every pair once. The syncer never deletes a Secret: a pair that needs nothing any
+// more gets {"auths":{}}, and deleting the resource garbage-collects its Secrets and its retention
 // record through their ownerReference. Status (Ready condition, observedGeneration, entries,
 // namespaces) is written through the status subresource only when it changes, and one
-// PullSecretInjectionFailed Warning event (core/v1) is emitted per cause, in namespace
-// "default" (the API server accepts the events of cluster-scoped objects nowhere else).
+// PullSecretInjectionFailed Warning event (core/v1) is emitted per cause, in namespace "default"
+// (the API server accepts the events of cluster-scoped objects nowhere else).
 //
 // Live fallbacks (fallbacks.go decides, fallbacks_controller.go writes): each resource's
 // status.activeFallbacks (one item per (original, routedTo) repository pair, tag and digest
@@ -88,6 +86,36 @@
 // Secrets create/patch everywhere but read only in the cluster resource namespace, the
 // retention records and leader election there, events in "default" and there); the
 // integration tests run it under exactly that.
+//
+// Provider entries (auth.provider) get their credential from the provider keeper: it runs the
+// kubelet credential-provider plugins (internal/credentialprovider), renews each answer before
+// it expires, and keeps the answers in memory for [Resolve] and in kuik-provider-* Secrets of
+// the cluster resource namespace for the webhook's probes and the next start.
+//
+// # Where things are
+//
+//	resource.go, resolve.go       a routing resource as the syncer reads it; its credentials
+//	pods.go                       the rewritten pods, and the entries they really use
+//	pairdecision.go               DecidePair, and the pull Secret it builds
+//	retention.go                  Retain, and the retention record's format
+//	status.go                     the resource's status and events, computed and written
+//	fallbacks.go                  the live fallbacks, computed
+//	fallbacks_controller.go       the live fallbacks, written
+//	providers.go                  provider entries: demands, static reasons, kept answers
+//	providersecret.go             a kuik-provider-* Secret: what it holds, its layout, read back
+//	providerkeeper.go             the provider keeper: its state, its answers, its lifecycle
+//	providerkeeper_plugins.go     the provider keeper's plugin runs and renewals
+//	providerkeeper_secrets.go     the provider keeper's writes of kuik-provider-* Secrets
+//	config.go                     the controller's Config and its defaults
+//	controller.go                 the controller's state and lifecycle
+//	enqueue.go                    what queues a pair, the resync feed and the debounce
+//	handlers.go                   the informer event handlers
+//	memo.go                       the per-resource view and credential resolution
+//	apply.go                      the per-pair gather → decide → act, and the pair memory
+//	retention_controller.go       the retention records: restored, debounced, written
+//	cache.go                      the narrow informer caches and the pod transform
+//	render.go                     the render command: the Secrets for a snapshot
+//	run.go                        the manager: leader election, metrics, health probes
 //
 // The package never talks to a registry. With [Options].MissedPulls, [NewManager] also runs the
 // missed-pull controller of internal/missedpulls on the leader, which does (it decides as the

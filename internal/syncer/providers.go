@@ -1,23 +1,17 @@
 package syncer
 
 import (
-	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/enix/kuik/internal/credentialprovider"
 	"github.com/enix/kuik/internal/credentials"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
-// Provider credentials: the decisions (this file) and the keeper that runs the plugins and
-// keeps their results (keeper.go).
+// Provider credentials: the decisions (this file) and the provider keeper that runs the
+// plugins and keeps their results (providerkeeper*.go).
 //
 // An entry with auth.provider asks the provider for one image: the entry's LookupPath (the path
 // its candidates are probed and looked up with), normalized, without the trailing '/' of a
@@ -26,17 +20,6 @@ import (
 // image it pulls; for a provider whose responses are keyed by Registry or Global (ECR, GCR and
 // ACR's are) the answer is the same, and for an Image-keyed provider the credential of the
 // group or mirror path is taken for every repository under it.
-//
-// The credential is kept in the kuik-provider-* Secret of the (provider, serviceAccountRef)
-// pair, in the cluster resource namespace, under the entry's auths key, so the webhook probes
-// the entry with exactly what the pods' Secrets get. A data key next to .dockerconfigjson
-// records, for each auths key, the image asked and when the credential was obtained, is to be
-// renewed and expires: the admission policy lets no one but the syncer change a reserved
-// Secret's data, so a restart can trust it and reuse what has not expired.
-
-// ProviderRecordKey is the data key of a kuik-provider-* Secret recording its credentials'
-// lifetimes.
-const ProviderRecordKey = "kuik-credentials.json"
 
 // Demand is what a provider entry asks a plugin for.
 type Demand struct {
@@ -164,58 +147,6 @@ func Keep(d Demand, c credentialprovider.Credential, floor time.Duration) (*Obta
 // pendingMessage says a demand's plugin has not answered yet.
 func pendingMessage(d Demand) string {
 	return fmt.Sprintf("provider %q has not answered yet for %q", d.Provider, d.Image)
-}
-
-// ProviderSecret is the kuik-provider-* Secret holding the valid credentials of one (provider,
-// ServiceAccount) pair, by auths key.
-func ProviderSecret(namespace, name string, creds map[string]*Obtained) (*corev1.Secret, error) {
-	auths := make(map[string]credentials.AuthEntry, len(creds))
-	for k, o := range creds {
-		auths[k] = o.Auth
-	}
-	data, err := credentials.Encode(auths)
-	if err != nil {
-		return nil, fmt.Errorf("encoding provider secret %s: %w", name, err)
-	}
-	rec, err := json.Marshal(creds)
-	if err != nil {
-		return nil, fmt.Errorf("encoding provider secret %s: %w", name, err)
-	}
-	return &corev1.Secret{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      name,
-			Namespace: namespace,
-			Labels:    map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBySecretSyncer},
-		},
-		Type: corev1.SecretTypeDockerConfigJson,
-		Data: map[string][]byte{corev1.DockerConfigJsonKey: data, ProviderRecordKey: rec},
-	}, nil
-}
-
-// ParseProviderSecret reads back what [ProviderSecret] wrote: the credentials by auths key. An
-// entry whose record or credential is missing or does not parse is skipped.
-func ParseProviderSecret(s *corev1.Secret) map[string]*Obtained {
-	var rec map[string]*Obtained
-	if err := json.Unmarshal(s.Data[ProviderRecordKey], &rec); err != nil {
-		return nil
-	}
-	cfg, err := credentials.ParseSecret(s)
-	if err != nil {
-		return nil
-	}
-	entries := cfg.Entries()
-	out := map[string]*Obtained{}
-	for _, k := range slices.Sorted(maps.Keys(rec)) {
-		a, ok := entries[k]
-		if !ok || rec[k] == nil || a.Username == "" {
-			continue
-		}
-		o := *rec[k]
-		o.Auth = a
-		out[k] = &o
-	}
-	return out
 }
 
 // ProviderAnswer is the credential of a provider entry, or why there is none.

@@ -135,7 +135,7 @@ func RenderProviders(ctx context.Context, plugins *credentialprovider.Plugins, r
 			an.a = ProviderAnswer{Auth: o.Auth, OK: true}
 		}
 	}
-	// Laid out as the keeper writes them (LayOutProviderSecret).
+	// Laid out as the provider keeper writes them (LayOutProviderSecret).
 	bySecret := map[string][]SecretDemand{}
 	for _, d := range slices.SortedFunc(maps.Keys(answers), compareDemands) {
 		an := answers[d]

@@ -53,8 +53,8 @@ type SecretLookup func(name string) (*corev1.Secret, bool)
 // whose Secret is missing, is not a docker config, does not parse, holds no credential for the
 // path, or would not encode, is left out with a reason; a provider entry is left out with
 // ProviderNotConfigured when providers is nil, else with what providers answers (the credential
-// the keeper obtained, or why there is none). Each Secret is parsed once however many entries
-// use it.
+// the provider keeper obtained, or why there is none). Each Secret is parsed once however many
+// entries use it.
 func Resolve(r *Resource, secrets SecretLookup, providers ProviderLookup) *Resolution {
 	res := &Resolution{Credentials: map[string]credentials.AuthEntry{}}
 	cache := map[string]parsedSecret{}

@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/enix/kuik/internal/metrics"
@@ -130,4 +134,66 @@ func (c *Controller) emitEvents(obj client.Object, rk ResourceKey, res *Resoluti
 		}
 		c.recorder.Event(obj, corev1.EventTypeWarning, v1alpha1.EventPullSecretInjectionFailed, note)
 	}
+}
+
+// namespaceCount is the number of namespaces where the resource's Secret holds what it needs.
+func (c *Controller) namespaceCount(rk ResourceKey, uid types.UID) int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int32
+	for k, st := range c.pairs {
+		if k.resource() == rk && st.uid == uid && st.needed && st.applied {
+			n++
+		}
+	}
+	return n
+}
+
+// maxConditionMessage is the API's bound on a condition message.
+const maxConditionMessage = 32768
+
+func joinLeftOut(list []LeftOut) string {
+	msgs := make([]string, len(list))
+	for i, l := range list {
+		msgs[i] = fmt.Sprintf("%s (%s): %s: %s", l.Entry, l.Path, l.Reason, l.Message)
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// DesiredStatus is the status of a resource: its Ready condition from the resolution of its
+// entries, the generation acted on, the number of entries and of namespaces holding its Secret.
+// It reports whether it differs from current; an unchanged condition keeps its transition time.
+func DesiredStatus(r *Resource, res *Resolution, namespaces int32, current *v1alpha1.RoutingStatus, now metav1.Time) (v1alpha1.RoutingStatus, bool) {
+	next := *current.DeepCopy()
+	next.ObservedGeneration = r.Generation
+	next.Entries = int32(len(r.Entries)) //nolint:gosec // at most 32 entries, bounded by the CRD
+	next.Namespaces = namespaces
+	cond := metav1.Condition{
+		Type:               v1alpha1.ConditionReady,
+		ObservedGeneration: r.Generation,
+		LastTransitionTime: now,
+	}
+	switch {
+	case r.DryRun:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, v1alpha1.ReasonDryRun, "dry run: no pod is routed and no pull secret is written; pods show what would be done in their kuik.enix.io/dry-run annotation"
+	case !r.Injecting() && len(res.Warnings) > 0:
+		cond.Status, cond.Reason = metav1.ConditionTrue, res.Warnings[0].Reason
+		cond.Message = "no entry injects a pull secret; " + joinLeftOut(res.Warnings)
+	case !r.Injecting():
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, v1alpha1.ReasonNothingToInject, "no entry injects a pull secret"
+	case len(res.LeftOut) == 0 && len(res.Warnings) > 0:
+		cond.Status, cond.Reason = metav1.ConditionTrue, res.Warnings[0].Reason
+		cond.Message = fmt.Sprintf("the credentials of %d injecting entries resolved; %s", res.Injecting, joinLeftOut(res.Warnings))
+	case len(res.LeftOut) == 0:
+		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonSynced
+		cond.Message = fmt.Sprintf("the credentials of %d injecting entries resolved", res.Injecting)
+	default:
+		cond.Status, cond.Reason = metav1.ConditionFalse, res.LeftOut[0].Reason
+		cond.Message = joinLeftOut(res.LeftOut)
+	}
+	if len(cond.Message) > maxConditionMessage {
+		cond.Message = cond.Message[:maxConditionMessage-3] + "..."
+	}
+	meta.SetStatusCondition(&next.Conditions, cond)
+	return next, !equality.Semantic.DeepEqual(*current, next)
 }

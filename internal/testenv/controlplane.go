@@ -9,14 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // Options choose what runs besides etcd and kube-apiserver.
@@ -367,26 +364,6 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
 	return cp.waitAPIServer(ctx)
 }
 
-// Config is an admin (system:masters) client config.
-func (cp *ControlPlane) Config() *rest.Config {
-	return rest.CopyConfig(cp.admin)
-}
-
-// ConfigAs is a client config that impersonates user with groups, so RBAC, admission webhooks
-// and ValidatingAdmissionPolicies see that identity exactly as they would a real one.
-func (cp *ControlPlane) ConfigAs(user string, groups ...string) *rest.Config {
-	c := cp.Config()
-	c.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append([]string{"system:authenticated"}, groups...)}
-	return c
-}
-
-// ConfigAsServiceAccount impersonates a ServiceAccount, with the groups the API server gives
-// a real one.
-func (cp *ControlPlane) ConfigAsServiceAccount(namespace, name string) *rest.Config {
-	return cp.ConfigAs("system:serviceaccount:"+namespace+":"+name,
-		"system:serviceaccounts", "system:serviceaccounts:"+namespace)
-}
-
 // GarbageCollection reports whether kube-controller-manager runs.
 func (cp *ControlPlane) GarbageCollection() bool { return cp.kcm != nil }
 
@@ -409,85 +386,4 @@ func httpOK(c *http.Client, url string) func(context.Context) error {
 		}
 		return nil
 	}
-}
-
-// WriteKubeconfig writes a kubeconfig for server, trusting ca, authenticating with user's
-// client certificate.
-func WriteKubeconfig(path, server string, ca []byte, user KeyPair) error {
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["testenv"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: user.CertPEM, ClientKeyData: user.KeyPEM}
-	cfg.Contexts["testenv"] = &clientcmdapi.Context{Cluster: "testenv", AuthInfo: "admin"}
-	cfg.CurrentContext = "testenv"
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		return fmt.Errorf("writing kubeconfig: %w", err)
-	}
-	return nil
-}
-
-func (cp *ControlPlane) writePids() error {
-	var pids []string
-	for _, p := range []*process{cp.etcd, cp.apiserver, cp.kcm, cp.scheduler} {
-		if p != nil {
-			pids = append(pids, strconv.Itoa(p.cmd.Process.Pid))
-		}
-	}
-	return AppendPids(cp.Dir, pids...)
-}
-
-// AppendPids records processes that StopDetached must end.
-func AppendPids(dir string, pids ...string) error {
-	f, err := os.OpenFile(filepath.Join(dir, "pids"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("recording pids: %w", err)
-	}
-	defer f.Close()
-	for _, p := range pids {
-		if _, err := fmt.Fprintln(f, p); err != nil {
-			return fmt.Errorf("recording pids: %w", err)
-		}
-	}
-	return nil
-}
-
-// StopDetached ends every process recorded in dir/pids, last started first.
-func StopDetached(dir string) error {
-	b, err := os.ReadFile(filepath.Join(dir, "pids"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading pids: %w", err)
-	}
-	lines := strings.Fields(string(b))
-	for i := len(lines) - 1; i >= 0; i-- {
-		pid, err := strconv.Atoi(lines[i])
-		if err != nil {
-			continue
-		}
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-		for range 50 {
-			if syscall.Kill(pid, 0) != nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	return os.Remove(filepath.Join(dir, "pids"))
-}
-
-// SpawnDetached starts bin in its own session, logging to dir/<name>.log, and records its pid
-// in dir/pids so that StopDetached ends it (the demo's webhook, syncer and registry).
-func SpawnDetached(dir, name, bin string, args ...string) error {
-	p, err := startProcess(name, bin, filepath.Join(dir, name+".log"), true, args...)
-	if err != nil {
-		return err
-	}
-	return AppendPids(dir, strconv.Itoa(p.cmd.Process.Pid))
-}
-
-// LogTail is the end of dir/<name>.log, for error messages.
-func LogTail(dir, name string) string {
-	return (&process{logPath: filepath.Join(dir, name+".log")}).logTail()
 }

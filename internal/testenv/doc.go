@@ -9,4 +9,16 @@
 // Children are started with PR_SET_PDEATHSIG from a thread that lives as long as the test
 // process, so they die with it however it ends (panic, Ctrl-C, SIGKILL): no orphan etcd or
 // kube-apiserver is ever left behind.
+//
+// # Where things are
+//
+//	controlplane.go   Options, Start and Stop: etcd, kube-apiserver, and the controllers
+//	clients.go        client configs (admin, impersonated) and kubeconfig files
+//	process.go        child processes: spawned to die with the test, logged, awaited
+//	detached.go       processes left running for the demo, and how they are stopped
+//	certs.go          a throwaway CA and the certificates it signs
+//	assets.go         where the binaries are, and the pinned versions
+//	crds.go           kuik's CRDs, installed and established
+//	apply.go          server-side apply of manifests
+//	run.go            Run: one control plane for a test package's TestMain
 package testenv

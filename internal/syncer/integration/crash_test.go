@@ -67,7 +67,7 @@ func TestRecordNamesNamespaceBeforeItsFirstSecret(t *testing.T) {
 	dead.Store(true)
 	stopLeader()
 
-	rec, err := record(t.Context(), e, n)
+	rec, err := retained(t.Context(), e, n)
 	if err != nil {
 		t.Fatalf("no retention record after the leader's first Secret: %v", err)
 	}
@@ -81,7 +81,7 @@ func TestRecordNamesNamespaceBeforeItsFirstSecret(t *testing.T) {
 	holdsNow(t, e, ns, secret, entryA)
 	secretHolds(t, e, ns, secret, map[string]string{})
 	eventually(t, "the record forgets the namespace", func(ctx context.Context) error {
-		rec, err := record(ctx, e, n)
+		rec, err := retained(ctx, e, n)
 		if err != nil {
 			return err
 		}

@@ -186,8 +186,8 @@ func TestProviderSecretStaysWithinItsBound(t *testing.T) {
 	t.Logf("%d of %d credentials of %d bytes fit in %d bytes", resources-len(full), resources, size/(resources-len(full)), syncer.MaxProviderSecretBytes)
 }
 
-// A keeper that stops (its leader lost the lease, or it shut down) exports no expiry gauge any
-// more: KuikProviderCredentialExpiring would otherwise fire for ever on a standby for a
+// A provider keeper that stops (its leader lost the lease, or it shut down) exports no expiry
+// gauge any more: KuikProviderCredentialExpiring would otherwise fire for ever on a standby for a
 // credential no one renews there. Nor does it for a provider Secret no resource uses any more.
 func TestStoppedKeeperExportsNoProviderGauges(t *testing.T) {
 	e := harness(t)
@@ -245,9 +245,9 @@ func (h hangingProvider) install(t *testing.T, binDir string) {
 	fakeprovider.SetMode(t, h.stateDir, fakeprovider.ModeHang)
 }
 
-// Two providers whose plugins hang, each for several entries, hold none of the keeper's
-// workers: a third provider's entry gets its credential while they hang (the plugins' timeout
-// is longer than the wait).
+// Two providers whose plugins hang, each for several entries, hold none of the provider keeper's
+// workers: a third provider's entry gets its credential while they hang (the plugins' timeout is
+// longer than the wait).
 func TestHangingProvidersDelayNoOtherProvider(t *testing.T) {
 	e := harness(t)
 	n := name(t)

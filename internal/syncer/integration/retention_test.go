@@ -78,9 +78,9 @@ func holdsNow(t *testing.T, e env, ns, name string, want map[string]string) {
 	}
 }
 
-// record reads the resource's retention record: namespace -> auths key -> "live" or the time of
+// retained reads the resource's retention record: namespace -> auths key -> "live" or the time of
 // last use.
-func record(ctx context.Context, e env, n string) (map[string]map[string]string, error) {
+func retained(ctx context.Context, e env, n string) (map[string]map[string]string, error) {
 	cm, err := e.cs.CoreV1().ConfigMaps(crns).Get(ctx, syncer.RecordName(routing.KindImageAlternative, n), metav1.GetOptions{})
 	if err != nil {
 		return nil, err
@@ -163,7 +163,7 @@ func TestRetentionSurvivesRestart(t *testing.T) {
 	f.deletePodsOfA(t, e)
 	lastUse := clk.Now().UTC().Format(time.RFC3339Nano)
 	eventually(t, "the retention record keeps A's last use", func(ctx context.Context) error {
-		rec, err := record(ctx, e, f.n)
+		rec, err := retained(ctx, e, f.n)
 		if err != nil {
 			return err
 		}
@@ -220,7 +220,7 @@ func TestRetentionSurvivesLeaderChangeAndExpires(t *testing.T) {
 	secretHolds(t, e, f.quiet, f.secret, entryA)
 	aIs := func(want func(string) bool, what string) {
 		t.Helper()
-		rec, err := record(t.Context(), e, f.n)
+		rec, err := retained(t.Context(), e, f.n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +265,7 @@ func TestRetentionSurvivesLeaderChangeAndExpires(t *testing.T) {
 	secretHolds(t, e, f.busy, f.secret, entryB)
 	secretHolds(t, e, f.quiet, f.secret, map[string]string{})
 	eventually(t, "the record forgets A", func(ctx context.Context) error {
-		rec, err := record(ctx, e, f.n)
+		rec, err := retained(ctx, e, f.n)
 		if err != nil {
 			return err
 		}

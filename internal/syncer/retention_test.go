@@ -49,9 +49,9 @@ func toConfigMap(t *testing.T, r *Resource, usage map[string]Usage) *corev1.Conf
 	return &cm
 }
 
-// A record keeps live entries without time and retained ones with theirs, and reads back as the
-// usage a restart starts from: a live entry counts as used at the next decision.
-func TestRecordRoundTrip(t *testing.T) {
+// A retention record keeps live entries without time and retained ones with theirs, and reads back
+// as the usage a restart starts from: a live entry counts as used at the next decision.
+func TestRetentionRoundTrip(t *testing.T) {
 	r := mustAlternative(t, testutil.NewImageAlternative("acme").Repository("quay.io/acme/foo").SecretRef("creds"))
 	used := time.Date(2026, 11, 1, 12, 0, 0, 123, time.FixedZone("CET", 3600))
 	usage := map[string]Usage{
@@ -72,11 +72,11 @@ func TestRecordRoundTrip(t *testing.T) {
 		t.Errorf("data (-want +got):\n%s", diff)
 	}
 
-	rec, err := ParseRecord(cm)
+	rec, err := ParseRetention(cm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Record{
+	want := Retention{
 		Resource: ResourceKey{Kind: routing.KindImageAlternative, Name: "acme"},
 		UID:      r.UID,
 		Usage:    map[string]Usage{"team-a": {"quay.io/acme/foo": {Live: true}, "quay.io/acme/bar": {LastUsed: used.UTC()}}},
@@ -95,7 +95,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 }
 
-func TestSameRecord(t *testing.T) {
+func TestSameRetention(t *testing.T) {
 	t0 := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 	tests := map[string]struct {
 		a, b Usage
@@ -112,14 +112,14 @@ func TestSameRecord(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := sameRecord(tc.a, tc.b); got != tc.want {
-				t.Errorf("sameRecord = %v, want %v", got, tc.want)
+			if got := sameRetention(tc.a, tc.b); got != tc.want {
+				t.Errorf("sameRetention = %v, want %v", got, tc.want)
 			}
 		})
 	}
 }
 
-func TestParseRecordRefusesWhatItDidNotWrite(t *testing.T) {
+func TestParseRetentionRefusesWhatItDidNotWrite(t *testing.T) {
 	r := mustMirror(t, testutil.NewImageMirror("m", "registry.tld/mirror/").SecretRef("creds"))
 	good := toConfigMap(t, r, map[string]Usage{"team-a": {"registry.tld/mirror": {Live: true}}})
 	tests := map[string]struct {
@@ -156,7 +156,7 @@ func TestParseRecordRefusesWhatItDidNotWrite(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cm := good.DeepCopy()
 			tc.mutate(cm)
-			rec, err := ParseRecord(cm)
+			rec, err := ParseRetention(cm)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
 			}

@@ -1,0 +1,110 @@
+package probe
+
+import (
+	"context"
+)
+
+// Accept says whether a result makes candidate i of list l the list's choice. nil accepts
+// Available only.
+type Accept func(l, i int, r Result) bool
+
+// Resolve probes every target of every list concurrently, each distinct target once, and
+// returns for each list the index of its first accepted target in list order, or -1. A list
+// stops at a Skipped target: what comes after it is not chosen over a candidate nobody probed. A list
+// whose answer the cache already holds (every target before the first accepted one cached)
+// starts no probe, so a warm rollout costs no goroutine. However many lists, the wait is one
+// probe timeout at most.
+func (p *Prober) Resolve(ctx context.Context, lists [][]Target, accept Accept) []int {
+	choices := p.ResolveChoices(ctx, lists, accept)
+	out := make([]int, len(choices))
+	for l, c := range choices {
+		out[l] = c.Index
+	}
+	return out
+}
+
+// Choice is what [Prober.ResolveChoices] found for one list.
+type Choice struct {
+	// Index is the chosen target's, -1 for none.
+	Index int
+	// Digest is the manifest digest the registry answered for it ("" for none, or when it was
+	// accepted without being Available).
+	Digest string
+}
+
+// ResolveChoices is Resolve, with the manifest digest of each chosen target: the digest of
+// the very answer that chose it, so a tag that moves meanwhile cannot pair one answer's choice
+// with another's digest.
+func (p *Prober) ResolveChoices(ctx context.Context, lists [][]Target, accept Accept) []Choice {
+	if accept == nil {
+		accept = func(_, _ int, r Result) bool { return r == Available }
+	}
+	out := make([]Choice, len(lists))
+	keys := make([][]string, len(lists))
+	pending := false
+	for l, targets := range lists {
+		out[l].Index = -1
+		keys[l] = make([]string, len(targets))
+		resolved := false
+		for i, t := range targets {
+			keys[l][i] = t.key()
+			if resolved {
+				continue
+			}
+			c, ok := p.lookup(keys[l][i])
+			if !ok {
+				pending, out[l].Index = true, -2 // to be probed
+				resolved = true
+				continue
+			}
+			if accept(l, i, c.result) {
+				out[l], resolved = Choice{Index: i, Digest: c.digest}, true
+			}
+		}
+	}
+	if !pending {
+		return out
+	}
+	type slot struct {
+		a answer
+		f *flight
+	}
+	slots := map[string]slot{}
+	for l, targets := range lists {
+		if out[l].Index != -2 {
+			continue
+		}
+		for i, t := range targets {
+			if _, ok := slots[keys[l][i]]; !ok {
+				a, f := p.start(ctx, t, keys[l][i])
+				slots[keys[l][i]] = slot{a, f}
+			}
+		}
+	}
+	for l := range lists {
+		if out[l].Index != -2 {
+			continue
+		}
+		out[l].Index = -1
+		for i := range lists[l] {
+			s := slots[keys[l][i]]
+			r, digest := wait(ctx, s.a, s.f)
+			if r == Skipped {
+				// Nobody knows whether this candidate is available: never route past it
+				// (a flood of other pods must not move this one off a healthy original).
+				break
+			}
+			if accept(l, i, r) {
+				out[l] = Choice{Index: i, Digest: digest}
+				break
+			}
+		}
+	}
+	return out
+}
+
+// First probes every target concurrently and returns the index of the first available one in
+// list order, or -1.
+func (p *Prober) First(ctx context.Context, targets []Target) int {
+	return p.Resolve(ctx, [][]Target{targets}, nil)[0]
+}
