@@ -243,7 +243,9 @@ type podCase struct {
 	// image is the spec's image; statusImage what the kubelet reports ("" the same).
 	image, statusImage  string
 	labels, annotations map[string]string
-	terminating         bool
+	// node is the pod's spec.nodeName (a mirror pod must have one).
+	node        string
+	terminating bool
 	// evictable is missedpulls.Evictable's answer, and its Job's retries
 	// (missedpulls.JobHasRetries) for a Job's pod.
 	evictable bool
@@ -304,7 +306,7 @@ func TestPodDeletesCasesAgreeWithTheSyncer(t *testing.T) {
 		"in kube-system":                   stuck(podCase{ns: "kube-system"}),
 		"in the release namespace":         stuck(podCase{ns: releaseNamespace}),
 		"being deleted":                    stuck(podCase{terminating: true}),
-		"a mirror pod":                     stuck(podCase{annotations: map[string]string{corev1.MirrorPodAnnotationKey: "x"}}),
+		"a mirror pod":                     stuck(podCase{annotations: map[string]string{corev1.MirrorPodAnnotationKey: "x"}, node: "policy-node"}),
 		"a Node's":                         stuck(podCase{owner: "Node"}),
 	}
 	ns := namespace(t)
@@ -356,7 +358,7 @@ func createCasePod(t *testing.T, owners *podOwners, ns, name string, c podCase) 
 	}
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: c.labels, Annotations: c.annotations},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}},
+		Spec:       corev1.PodSpec{NodeName: c.node, Containers: []corev1.Container{{Name: "app", Image: image}}},
 	}
 	if c.owner != "" {
 		r := owners.ref(ns, c.owner)
@@ -370,6 +372,9 @@ func createCasePod(t *testing.T, owners *podOwners, ns, name string, c podCase) 
 	}
 	named := func(n string, st corev1.ContainerStatus) corev1.ContainerStatus {
 		st.Name, st.Image = n, statusImage
+		if st.State.Running != nil || st.State.Terminated != nil {
+			st.ImageID = statusImage + "@sha256:0000000000000000000000000000000000000000000000000000000000000000"
+		}
 		return st
 	}
 	status := corev1.PodStatus{Phase: c.phase, ContainerStatuses: []corev1.ContainerStatus{named("app", *c.app)}}
