@@ -130,9 +130,10 @@ type podOwners struct {
 	refs map[string]map[string]metav1.OwnerReference // namespace, kind
 }
 
-// Owner kinds of the cases besides the Kind of an object: a Job with no retry left, and an
-// ImageAlternative (a controller of a kind of kuik's own group: no template).
+// Owner kinds of the cases besides the Kind of an object: none, a Job with no retry left, and
+// an ImageAlternative (a controller of a kind of kuik's own group: no template).
 const (
+	noOwner         = "none"
 	jobOutOfRetries = "Job, backoffLimit 0"
 	kuikResource    = "ImageAlternative"
 )
@@ -216,6 +217,7 @@ var (
 	creating         = corev1.ContainerStatus{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}
 	initializing     = corev1.ContainerStatus{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}
 	runningStatus    = corev1.ContainerStatus{Ready: true, Started: ptr.To(true), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}
+	startedPulling   = corev1.ContainerStatus{Started: ptr.To(true), State: errImagePull.State}
 	completed        = corev1.ContainerStatus{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}}
 )
 
@@ -229,8 +231,8 @@ func ranBefore(st corev1.ContainerStatus) corev1.ContainerStatus {
 // podCase is a pod the secret-syncer would evict or delete: what it is made of, and whether it
 // may be (the Go predicate's answer, and the API server's unless differ says why not).
 type podCase struct {
-	// owner is the kind of the pod's controller ("" none); notController makes its
-	// ownerReference no controller one.
+	// owner is the kind of the pod's owner (ReplicaSet when empty, noOwner for none);
+	// notController makes its ownerReference no controller one.
 	owner         string
 	notController bool
 	// ns is the pod's namespace ("" the test's own).
@@ -263,7 +265,7 @@ type podCase struct {
 func TestPodDeletesCasesAgreeWithTheSyncer(t *testing.T) {
 	setupPodDeletes(t)
 	stuck := func(c podCase) podCase {
-		if c.owner == "" && !c.notController {
+		if c.owner == "" {
 			c.owner = "ReplicaSet"
 		}
 		if c.phase == "" {
@@ -282,7 +284,7 @@ func TestPodDeletesCasesAgreeWithTheSyncer(t *testing.T) {
 		"a Job's with retries left":                stuck(podCase{owner: "Job", evictable: true}),
 		"a ReplicationController's (not an owner)": stuck(podCase{owner: "ReplicationController"}),
 		"an ImageAlternative's (not an owner)":     stuck(podCase{owner: kuikResource}),
-		"no owner":                                 stuck(podCase{notController: true, owner: ""}),
+		"no owner":                                 stuck(podCase{owner: noOwner}),
 		"a ReplicaSet owns it, not as controller":  stuck(podCase{owner: "ReplicaSet", notController: true}),
 		"a Job's without retries left": stuck(podCase{owner: jobOutOfRetries,
 			differ: "no admission policy reads the Job: its retries are the syncer's to check"}),
@@ -292,7 +294,7 @@ func TestPodDeletesCasesAgreeWithTheSyncer(t *testing.T) {
 		"Running, a sidecar restarting in ImagePullBackOff": stuck(podCase{phase: corev1.PodRunning, app: &runningStatus,
 			sidecar: ptr.To(ranBefore(imagePullBackOff))}),
 		"Pending, app ran before":                   stuck(podCase{app: ptr.To(ranBefore(errImagePull))}),
-		"Pending, app started":                      stuck(podCase{app: ptr.To(func() corev1.ContainerStatus { s := errImagePull; s.Started = ptr.To(true); return s }())}),
+		"Pending, app started":                      stuck(podCase{app: &startedPulling}),
 		"Pending, a sidecar running, app stuck":     stuck(podCase{sidecar: &runningStatus}),
 		"Failed":                                    stuck(podCase{phase: corev1.PodFailed}),
 		"Pending, no container waits for a pull":    stuck(podCase{app: &creating}),
@@ -360,7 +362,7 @@ func createCasePod(t *testing.T, owners *podOwners, ns, name string, c podCase) 
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: c.labels, Annotations: c.annotations},
 		Spec:       corev1.PodSpec{NodeName: c.node, Containers: []corev1.Container{{Name: "app", Image: image}}},
 	}
-	if c.owner != "" {
+	if c.owner != noOwner {
 		r := owners.ref(ns, c.owner)
 		if c.notController {
 			r.Controller = ptr.To(false)
