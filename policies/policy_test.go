@@ -592,14 +592,15 @@ func TestEvaluationErrorsNeverReachUnrelatedWrites(t *testing.T) {
 }
 
 // kube-controller-manager's validatingadmissionpolicy-status-controller type-checks the
-// policies' expressions against the Secret and ConfigMap schemas; a warning there means an expression refers
-// to a field or type Secrets do not have. (An optional selection, `.?field`, is not checked:
-// a misspelt one reads as absent. Each of them is covered by a case of TestAttackMatrix or TestRetentionRecordMatrix whose
-// answer would flip.) The
-// harness runs only the garbage collector and the namespace controller, so this test runs
-// that controller itself, as a second kube-controller-manager.
+// policies' expressions against the Secret, ConfigMap, Pod and Eviction schemas; a warning there
+// means an expression refers to a field or type those do not have. (An optional selection,
+// `.?field`, is not checked: a misspelt one reads as absent. Each of them is covered by a case
+// of TestAttackMatrix, TestRetentionRecordMatrix or TestPodDeletesCasesAgreeWithTheSyncer whose
+// answer would flip.) The harness runs only the garbage collector and the namespace controller,
+// so this test runs that controller itself, as a second kube-controller-manager.
 func TestPolicyTypeChecks(t *testing.T) {
 	setup(t)
+	setupPodDeletes(t)
 	assets, err := testenv.AssetsDir()
 	if err != nil {
 		t.Fatal(err)
@@ -621,7 +622,7 @@ func TestPolicyTypeChecks(t *testing.T) {
 			t.Logf("kube-controller-manager logs:\n%s", logs.String())
 		}
 	})
-	for _, name := range []string{policyName, configMapPolicyName} {
+	for _, name := range []string{policyName, configMapPolicyName, podDeletesPolicy, podDeletesPolicy + "-evictions", podDeletesPolicy + "-evicted-pods"} {
 		var got *admissionregistrationv1.ValidatingAdmissionPolicy
 		err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 			var err error
