@@ -24,8 +24,8 @@
 //     the syncer's cached ImageAlternatives and ImageMirrors (dry-run ones left out: they never
 //     change what is enforced), the namespace's labels, and route.Route on a copy of the pod
 //     with a route.ProbeChooser (registry probes; credentials read from the Secrets of the
-//     cluster resource namespace only): the decision the webhook uses, not the webhook. Pods the webhook never sees (label kuik.enix.io/skip,
-//     excluded namespaces) are left alone.
+//     cluster resource namespace only): the decision the webhook uses, not the webhook. Pods
+//     the webhook never sees (label kuik.enix.io/skip, excluded namespaces) are left alone.
 //   - Act: when Route would rewrite a failing container, a Warning ImagePullMissedRouting event
 //     on the pod and on the winning resource, naming the container, the failing image and the
 //     candidate, counted in kuik_secret_syncer_missed_pulls_total, once per (pod UID, container,
@@ -41,7 +41,7 @@
 //     the controller's pods deleted within the hour: a pod created after one of its siblings
 //     was deleted, stuck again, was recreated without the webhook, still down, and deleting it
 //     again would only churn), and the global
-//     rate limit allows, the pod is read again, verified again, and evicted (policy/v1 Eviction,
+//     rate limit allows, the pod is read again, verified again ([Evictable]), and evicted (policy/v1 Eviction,
 //     labelled app.kubernetes.io/managed-by=kuik-secret-syncer for the pod-deletes policies)
 //     with preconditions on its UID and resourceVersion; a StuckPodRecreated event goes on the
 //     resource. A pod no controller owns is never evicted: nothing would bring it back.
@@ -53,6 +53,8 @@
 //   - recreate.go: the eviction: claims per controller, rate limit, stuck age
 //   - events.go: the paged, streamed event list and the store that keeps nothing
 //   - predicates.go: facts read from pods, events and Jobs (FailingContainers, NeverRan…)
+//   - evictable.go: Evictable, the last check of a pod before its eviction, which the
+//     pod-deletes policies repeat in CEL
 //
 // Memory is bounded: the queue holds at most maxQueued pods; the first observations, the
 // events already emitted, the generations and the pods in flight are LRU caches; a list holds

@@ -60,7 +60,10 @@ func (w *Watcher) recreate(ctx context.Context, pod *corev1.Pod, failing map[str
 	for _, x := range hits {
 		want[x.container] = failing[x.container]
 	}
-	if fresh.UID != pod.UID || controllerUID(fresh) != controllerUID(pod) || w.notRecreated(fresh) != "" || Skipped(fresh, w.excluded) || !StillFailing(fresh, want) {
+	// The last check before the eviction is Evictable, the predicate whose cases the
+	// pod-deletes policies are tested against (policies/pod_deletes_cases_test.go).
+	if fresh.UID != pod.UID || controllerUID(fresh) != controllerUID(pod) || !w.opts.AllowDelete ||
+		!Evictable(fresh, w.evictable, w.excluded) || !StillFailing(fresh, want) {
 		return 0, nil // recovered, ran, replaced or changed: the next event starts over
 	}
 	if r := ControllerOf(fresh); OwnerKind(*r) == JobKind {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -115,17 +116,20 @@ func (o *Options) defaults() {
 
 // Watcher is the missed-pull controller (see the package documentation).
 type Watcher struct {
-	opts     Options
-	cache    cache.Cache
-	core     corev1client.CoreV1Interface
-	jobs     batchv1client.BatchV1Interface
-	owners   map[schema.GroupKind]bool
-	recorder record.EventRecorder
-	chooser  *route.ProbeChooser
-	prober   *probe.Prober
-	limiter  *rate.Limiter
-	excluded map[string]bool
-	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	opts   Options
+	cache  cache.Cache
+	core   corev1client.CoreV1Interface
+	jobs   batchv1client.BatchV1Interface
+	owners map[schema.GroupKind]bool
+	// evictable is the owners' kinds as Evictable takes them: RecreateOwners, plus Jobs with
+	// RecreateJobs.
+	evictable []schema.GroupKind
+	recorder  record.EventRecorder
+	chooser   *route.ProbeChooser
+	prober    *probe.Prober
+	limiter   *rate.Limiter
+	excluded  map[string]bool
+	queue     workqueue.TypedRateLimitingInterface[types.NamespacedName]
 
 	// index is the routing index, rebuilt when a routing resource changed (dirty).
 	ixMu  sync.Mutex
@@ -191,6 +195,10 @@ func New(opts Options, c cache.Cache, cs kubernetes.Interface, recorder record.E
 	}
 	for _, gk := range opts.RecreateOwners {
 		w.owners[gk] = true
+	}
+	w.evictable = slices.Clone(opts.RecreateOwners)
+	if opts.RecreateJobs {
+		w.evictable = append(w.evictable, JobKind)
 	}
 	for _, ns := range opts.ExcludedNamespaces {
 		w.excluded[ns] = true

@@ -8,8 +8,8 @@ import (
 )
 
 // Evictable reports whether the secret-syncer may evict the pod for its controller to recreate
-// it, as far as the pod tells: the rules the watcher checks before an eviction (notRecreated,
-// Skipped, StillFailing) in one predicate, which the pod-deletes policies repeat in CEL
+// it, as far as the pod tells. It is the watcher's last check of the pod it read again right
+// before the eviction, and the pod-deletes policies repeat it in CEL
 // (policies/pod_deletes_cases_test.go holds the cases of both). The pod must
 //   - not be being deleted, nor be one the webhook never sees ([Skipped]);
 //   - have a controller ([Controlled]) of one of the owners kinds: RecreateOwners, plus
