@@ -49,13 +49,13 @@ func waitConfigMapPolicyBound(t *testing.T) {
 }
 
 // record is the syncer's retention record of a new ImageAlternative, exactly as the syncer
-// applies it (syncer.RecordApplyConfiguration), in namespace ns, owned by the resource and by a
+// applies it (syncer.RetentionApplyConfiguration), in namespace ns, owned by the resource and by a
 // second ImageAlternative (so that the garbage collector has an ownerReference to remove).
 func record(t *testing.T, ns string) *corev1ac.ConfigMapApplyConfiguration {
 	t.Helper()
 	o := owner(t)
 	r := &syncer.Resource{Kind: routing.KindImageAlternative, Name: o.Name, UID: o.UID}
-	ac, err := syncer.RecordApplyConfiguration(r, ns, map[string]syncer.Usage{
+	ac, err := syncer.RetentionApplyConfiguration(r, ns, map[string]syncer.Usage{
 		"team-a": {"quay.io/acme/foo": {LastUsed: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}},
 	})
 	if err != nil {

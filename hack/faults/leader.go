@@ -304,7 +304,7 @@ func rewrittenPod(ns, name, image string) *corev1.Pod {
 
 // record reads a resource's retention record: namespace -> auths key -> "live" or "retained".
 func (e *env) record(ctx context.Context, name string) (map[string]map[string]string, error) {
-	cm, err := e.cs.CoreV1().ConfigMaps(crns).Get(ctx, syncer.RecordName(routing.KindImageAlternative, name), metav1.GetOptions{})
+	cm, err := e.cs.CoreV1().ConfigMaps(crns).Get(ctx, syncer.RetentionName(routing.KindImageAlternative, name), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return map[string]map[string]string{}, nil
 	}

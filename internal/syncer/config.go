@@ -20,11 +20,11 @@ type Config struct {
 	ResyncPeriod time.Duration
 	// Debounce collapses the events of one pair within this window into one apply (default 200ms).
 	Debounce time.Duration
-	// RecordDelay collapses the changes of one resource's retention record into one write
+	// RetentionDelay collapses the changes of one resource's retention record into one write
 	// (default Debounce). A graceful stop writes the pending ones; a crash loses at most
 	// this window of uses. A namespace is named in the retention record before its first Secret,
 	// without this delay.
-	RecordDelay time.Duration
+	RetentionDelay time.Duration
 	// Workers apply concurrently (default 16).
 	Workers int
 	// StatusDelay collapses status writes of one resource (default 1s).
@@ -59,8 +59,8 @@ func (c *Config) defaults() {
 	if c.Debounce == 0 {
 		c.Debounce = 200 * time.Millisecond
 	}
-	if c.RecordDelay == 0 {
-		c.RecordDelay = c.Debounce
+	if c.RetentionDelay == 0 {
+		c.RetentionDelay = c.Debounce
 	}
 	if c.Workers <= 0 {
 		c.Workers = 16

@@ -35,7 +35,7 @@
 //     plus those used within the retention ([Retain], clock injected) — a namespace leaving the
 //     selector loses them all at once;
 //   - [DesiredSecret], [ApplyConfiguration] and [Hash] build the Secret and its apply request;
-//     [DesiredStatus] the resource's status; [RecordApplyConfiguration] and [ParseRetention] the
+//     [DesiredStatus] the resource's status; [RetentionApplyConfiguration] and [ParseRetention] the
 //     retention record of a resource.
 //
 // Act ([Controller]): a work queue keyed by (kind, name, namespace), debounced so that the events

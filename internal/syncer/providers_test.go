@@ -132,9 +132,9 @@ func TestProviderSecretRoundTrip(t *testing.T) {
 	// A record without its credential (or the other way round) is not reused.
 	delete(creds, "quay.io/acme/")
 	s2, _ := ProviderSecret("kuik-system", "n", creds)
-	s.Data[ProviderRecordKey] = s2.Data[ProviderRecordKey]
+	s.Data[ProviderCredentialsKey] = s2.Data[ProviderCredentialsKey]
 	s.Data[".dockerconfigjson"] = s2.Data[".dockerconfigjson"]
-	s.Data[ProviderRecordKey] = []byte(strings.Replace(string(s.Data[ProviderRecordKey]), "docker.io/library/nginx", "docker.io/library/other", 1))
+	s.Data[ProviderCredentialsKey] = []byte(strings.Replace(string(s.Data[ProviderCredentialsKey]), "docker.io/library/nginx", "docker.io/library/other", 1))
 	if got := ParseProviderSecret(s); len(got) != 0 {
 		t.Errorf("an entry recorded without a credential was read back: %v", got)
 	}

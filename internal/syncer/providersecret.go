@@ -39,9 +39,9 @@ import (
 // written, and reported, before the limit refuses it.
 const MaxProviderSecretBytes = 768 << 10
 
-// ProviderRecordKey is the data key of a kuik-provider-* Secret recording its credentials'
+// ProviderCredentialsKey is the data key of a kuik-provider-* Secret recording its credentials'
 // lifetimes.
-const ProviderRecordKey = "kuik-credentials.json"
+const ProviderCredentialsKey = "kuik-credentials.json"
 
 // ProviderSecret is the kuik-provider-* Secret holding the valid credentials of one (provider,
 // ServiceAccount) pair, by auths key.
@@ -66,7 +66,7 @@ func ProviderSecret(namespace, name string, creds map[string]*Obtained) (*corev1
 			Labels:    map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBySecretSyncer},
 		},
 		Type: corev1.SecretTypeDockerConfigJson,
-		Data: map[string][]byte{corev1.DockerConfigJsonKey: data, ProviderRecordKey: rec},
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: data, ProviderCredentialsKey: rec},
 	}, nil
 }
 
@@ -74,7 +74,7 @@ func ProviderSecret(namespace, name string, creds map[string]*Obtained) (*corev1
 // entry whose record or credential is missing or does not parse is skipped.
 func ParseProviderSecret(s *corev1.Secret) map[string]*Obtained {
 	var rec map[string]*Obtained
-	if err := json.Unmarshal(s.Data[ProviderRecordKey], &rec); err != nil {
+	if err := json.Unmarshal(s.Data[ProviderCredentialsKey], &rec); err != nil {
 		return nil
 	}
 	cfg, err := credentials.ParseSecret(s)

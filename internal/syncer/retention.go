@@ -39,8 +39,8 @@ import (
 // so a retention record's name is its resource's pull Secret name with the prefix swapped.
 const retentionPrefix = "kuik-retain-"
 
-// RecordName is the name of the retention record of a resource.
-func RecordName(kind routing.Kind, name string) string {
+// RetentionName is the name of the retention record of a resource.
+func RetentionName(kind routing.Kind, name string) string {
 	return retentionPrefix + strings.TrimPrefix(routing.PullSecretName(kind, name), v1alpha1.PullSecretPrefix)
 }
 
@@ -84,10 +84,10 @@ type Retention struct {
 	Usage map[string]Usage
 }
 
-// RecordApplyConfiguration is the server-side apply request of a resource's retention record
+// RetentionApplyConfiguration is the server-side apply request of a resource's retention record
 // holding the usage of its pairs (namespace -> usage; empty usages are left out) in namespace,
 // the cluster resource namespace.
-func RecordApplyConfiguration(r *Resource, namespace string, usage map[string]Usage) (*corev1ac.ConfigMapApplyConfiguration, error) {
+func RetentionApplyConfiguration(r *Resource, namespace string, usage map[string]Usage) (*corev1ac.ConfigMapApplyConfiguration, error) {
 	data := map[string]string{}
 	for ns, u := range usage {
 		rec := retainedUses(u)
@@ -100,7 +100,7 @@ func RecordApplyConfiguration(r *Resource, namespace string, usage map[string]Us
 		}
 		data[ns] = string(b)
 	}
-	return corev1ac.ConfigMap(RecordName(r.Kind, r.Name), namespace).
+	return corev1ac.ConfigMap(RetentionName(r.Kind, r.Name), namespace).
 		WithLabels(map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBySecretSyncer}).
 		WithOwnerReferences(metav1ac.OwnerReference().
 			WithAPIVersion(v1alpha1.GroupVersion.String()).WithKind(string(r.Kind)).WithName(r.Name).WithUID(r.UID).
@@ -139,7 +139,7 @@ func ParseRetention(cm *corev1.ConfigMap) (Retention, error) {
 	if rec.Resource.Name == "" {
 		return Retention{}, fmt.Errorf("%w: configmap %s/%s has no routing resource as controller", ErrInvalidRetention, cm.Namespace, cm.Name)
 	}
-	if want := RecordName(rec.Resource.Kind, rec.Resource.Name); cm.Name != want {
+	if want := RetentionName(rec.Resource.Kind, rec.Resource.Name); cm.Name != want {
 		return Retention{}, fmt.Errorf("%w: configmap %s/%s is controlled by %s, whose record is %s", ErrInvalidRetention, cm.Namespace, cm.Name, rec.Resource, want)
 	}
 	var errs []error

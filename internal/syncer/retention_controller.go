@@ -93,7 +93,7 @@ func (c *Controller) retentionChanged(rk ResourceKey) {
 	c.mu.Lock()
 	c.retentionDirty[rk] = struct{}{}
 	c.mu.Unlock()
-	c.retentionQueue.AddAfter(rk, c.cfg.RecordDelay)
+	c.retentionQueue.AddAfter(rk, c.cfg.RetentionDelay)
 }
 
 // flushRetention writes the retention records still waiting for their debounce or a retry.
@@ -238,7 +238,7 @@ func (c *Controller) writeRetention(ctx context.Context, rk ResourceKey) error {
 	if len(usage) == 0 && prev == nil {
 		return nil
 	}
-	ac, err := RecordApplyConfiguration(r, c.cfg.ClusterResourceNamespace, usage)
+	ac, err := RetentionApplyConfiguration(r, c.cfg.ClusterResourceNamespace, usage)
 	if err != nil {
 		return err
 	}

@@ -18,15 +18,15 @@ import (
 )
 
 func TestRecordName(t *testing.T) {
-	if got := RecordName(routing.KindImageAlternative, "acme"); got != "kuik-retain-imagealternative-acme" {
-		t.Errorf("RecordName = %q", got)
+	if got := RetentionName(routing.KindImageAlternative, "acme"); got != "kuik-retain-imagealternative-acme" {
+		t.Errorf("RetentionName = %q", got)
 	}
 	long := strings.Repeat("a", 253)
-	got := RecordName(routing.KindImageMirror, long)
+	got := RetentionName(routing.KindImageMirror, long)
 	if msgs := validation.IsDNS1123Subdomain(got); len(msgs) > 0 {
-		t.Errorf("RecordName of a 253-character name = %q: %v", got, msgs)
+		t.Errorf("RetentionName of a 253-character name = %q: %v", got, msgs)
 	}
-	if other := RecordName(routing.KindImageMirror, long[:252]+"b"); other == got {
+	if other := RetentionName(routing.KindImageMirror, long[:252]+"b"); other == got {
 		t.Errorf("two long names share the record %q", got)
 	}
 }
@@ -34,7 +34,7 @@ func TestRecordName(t *testing.T) {
 // toConfigMap turns an apply request into the object the API server would store.
 func toConfigMap(t *testing.T, r *Resource, usage map[string]Usage) *corev1.ConfigMap {
 	t.Helper()
-	ac, err := RecordApplyConfiguration(r, "kuik-system", usage)
+	ac, err := RetentionApplyConfiguration(r, "kuik-system", usage)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -164,7 +164,7 @@ spec:
 			provider = s
 		}
 	}
-	if provider == nil || provider.Data[syncer.ProviderRecordKey] == nil {
+	if provider == nil || provider.Data[syncer.ProviderCredentialsKey] == nil {
 		t.Errorf("no kuik-provider-fake-ecr-* secret with its record among %v", keys(byName))
 	}
 	for _, want := range []string{

@@ -32,7 +32,7 @@ func deadTransport(dead *atomic.Bool) func(http.RoundTripper) http.RoundTripper 
 // leader keeps the entry through its retention and then empties the Secret. The leader's
 // debounced record write waits an hour, so the record can only come from the write before the
 // first Secret (before, the namespace was never decided again and kept the entry for good).
-func TestRecordNamesNamespaceBeforeItsFirstSecret(t *testing.T) {
+func TestRetentionNamesNamespaceBeforeItsFirstSecret(t *testing.T) {
 	e := harness(t)
 	n := name(t)
 	putSecret(t, e, pullSecret(n+"-creds", map[string]string{"registry.a": "a:pw"}))
@@ -49,7 +49,7 @@ func TestRecordNamesNamespaceBeforeItsFirstSecret(t *testing.T) {
 	opts.LeaderElectionID = n
 	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = 3*time.Second, 2*time.Second, 200*time.Millisecond
 	leaderOpts := *opts
-	leaderOpts.RecordDelay = time.Hour
+	leaderOpts.RetentionDelay = time.Hour
 	var dead atomic.Bool
 	leaderCfg := cp.ConfigAsServiceAccount(crns, serviceAccount)
 	leaderCfg.WrapTransport = deadTransport(&dead)

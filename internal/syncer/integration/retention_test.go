@@ -81,7 +81,7 @@ func holdsNow(t *testing.T, e env, ns, name string, want map[string]string) {
 // retained reads the resource's retention record: namespace -> auths key -> "live" or the time of
 // last use.
 func retained(ctx context.Context, e env, n string) (map[string]map[string]string, error) {
-	cm, err := e.cs.CoreV1().ConfigMaps(crns).Get(ctx, syncer.RecordName(routing.KindImageAlternative, n), metav1.GetOptions{})
+	cm, err := e.cs.CoreV1().ConfigMaps(crns).Get(ctx, syncer.RetentionName(routing.KindImageAlternative, n), metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +213,7 @@ func TestRetentionSurvivesLeaderChangeAndExpires(t *testing.T) {
 	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = 3*time.Second, 2*time.Second, 200*time.Millisecond
 
 	leaderOpts := *opts
-	leaderOpts.RecordDelay = time.Hour
+	leaderOpts.RetentionDelay = time.Hour
 	stopLeader := startSyncer(t, &leaderOpts)
 	f.createPods(t, e)
 	secretHolds(t, e, f.busy, f.secret, bothAB)
