@@ -61,6 +61,16 @@ func RewrittenContainers(pod *corev1.Pod) iter.Seq[Rewritten] {
 	}
 }
 
+// OriginalImages is the original-images record: the original image by container. nil when
+// there is none, or when it is not a JSON object of strings.
+func OriginalImages(annotations map[string]string) map[string]string {
+	m := readMap(annotations, v1alpha1.AnnotationOriginalImages)
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
 // RewrittenBy is the resource the rewritten-by record names, by container; a value that does
 // not parse, or names the original, is left out. nil when there is none.
 func RewrittenBy(annotations map[string]string) map[string]routing.Source {

@@ -1,15 +1,14 @@
 package syncer
 
 import (
-	"encoding/json"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/enix/kuik/internal/route"
 	"github.com/enix/kuik/internal/routing"
-	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
 // What the syncer reads of the pods kuik rewrote, and which entries they really use.
@@ -54,45 +53,15 @@ func PodFromObject(p *corev1.Pod) Pod {
 	for i := range p.Spec.EphemeralContainers {
 		out.Images[p.Spec.EphemeralContainers[i].Name] = p.Spec.EphemeralContainers[i].Image
 	}
-	out.Originals = annotationMap(p.Annotations, v1alpha1.AnnotationOriginalImages)
-	out.RewrittenBy = rewrittenBy(p.Annotations)
+	out.Originals = route.OriginalImages(p.Annotations)
+	out.RewrittenBy = route.RewrittenBy(p.Annotations)
 	return out
 }
 
-// annotationMap reads one of kuik's JSON map annotations; nil when absent or not a JSON object of
-// strings.
-func annotationMap(annotations map[string]string, key string) map[string]string {
-	raw, ok := annotations[key]
-	if !ok {
-		return nil
-	}
-	var m map[string]string
-	if err := json.Unmarshal([]byte(raw), &m); err != nil {
-		return nil
-	}
-	return m
-}
-
-func rewrittenBy(annotations map[string]string) map[string]routing.Source {
-	m := annotationMap(annotations, v1alpha1.AnnotationRewrittenBy)
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]routing.Source, len(m))
-	for container, s := range m {
-		src, err := routing.ParseSource(s)
-		if err != nil || src.IsOriginal() {
-			continue
-		}
-		out[container] = src
-	}
-	return out
-}
-
-// Sources lists the resources that rewrote at least one container of the pod, sorted.
+// PodSources lists the resources that rewrote at least one container of the pod, sorted.
 func PodSources(annotations map[string]string) []routing.Source {
 	var out []routing.Source
-	for _, s := range rewrittenBy(annotations) {
+	for _, s := range route.RewrittenBy(annotations) {
 		if !slices.Contains(out, s) {
 			out = append(out, s)
 		}
