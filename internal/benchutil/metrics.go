@@ -89,3 +89,10 @@ func Counter(c interface{ Write(*dto.Metric) error }) float64 {
 	_ = c.Write(&m)
 	return m.GetCounter().GetValue()
 }
+
+// Gauge is the value of an in-process Prometheus gauge.
+func Gauge(g interface{ Write(*dto.Metric) error }) float64 {
+	var m dto.Metric
+	_ = g.Write(&m)
+	return m.GetGauge().GetValue()
+}
