@@ -71,7 +71,7 @@ func run(ctx context.Context) (err error) {
 	tb := &benchutil.TB{}
 	defer tb.Close()
 	defer benchutil.Recover(&err)
-	cp, err := benchutil.StartControlPlane(ctx, testenv.Options{CRDs: true})
+	cp, err := benchutil.StartControlPlane(ctx, os.Stdout, testenv.Options{CRDs: true})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package benchutil
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -14,14 +15,14 @@ import (
 	"github.com/enix/kuik/internal/testenv"
 )
 
-// StartControlPlane starts a local control plane and prints how long it took.
-func StartControlPlane(ctx context.Context, opts testenv.Options) (*testenv.ControlPlane, error) {
+// StartControlPlane starts a local control plane and writes to w how long it took.
+func StartControlPlane(ctx context.Context, w io.Writer, opts testenv.Options) (*testenv.ControlPlane, error) {
 	t0 := time.Now()
 	cp, err := testenv.Start(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	fmt.Printf("control plane ready in %s\n", time.Since(t0).Round(time.Millisecond))
+	_, _ = fmt.Fprintf(w, "control plane ready in %s\n", time.Since(t0).Round(time.Millisecond))
 	return cp, nil
 }
 

@@ -83,7 +83,7 @@ func run(ctx context.Context) (err error) {
 	defer tb.Close()
 	defer benchutil.Recover(&err)
 
-	cp, err := benchutil.StartControlPlane(ctx, testenv.Options{})
+	cp, err := benchutil.StartControlPlane(ctx, os.Stdout, testenv.Options{})
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ type bench struct {
 
 // newBench starts the control plane with the CRDs, its clients, and the secretRef Secret creds.
 func newBench(ctx context.Context) (_ *bench, err error) {
-	cp, err := benchutil.StartControlPlane(ctx, testenv.Options{})
+	cp, err := benchutil.StartControlPlane(ctx, os.Stdout, testenv.Options{})
 	if err != nil {
 		return nil, err
 	}
