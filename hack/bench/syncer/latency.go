@@ -28,8 +28,7 @@ func (b *bench) onFailureLatency(ctx context.Context) error {
 	latNS := make([]string, samples)
 	err := benchutil.Parallel(ctx, samples, *flagCreateWorkers, func(ctx context.Context, i int) error {
 		latNS[i] = fmt.Sprintf("lat-%04d", i)
-		_, err := b.create.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: latNS[i]}}, metav1.CreateOptions{})
-		return err
+		return benchutil.CreateNamespace(ctx, b.create, latNS[i], nil)
 	})
 	if err != nil {
 		return err
