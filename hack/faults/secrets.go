@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,7 +42,7 @@ func (e *env) checkSecrets(ctx context.Context, name string, namespaces []string
 			a, err := authsOf(s)
 			if err != nil {
 				bad = append(bad, ns+": "+err.Error())
-			} else if !equalMaps(a, want) {
+			} else if !maps.Equal(a, want) {
 				bad = append(bad, fmt.Sprintf("%s: holds %v", ns, a))
 			}
 		}
@@ -86,18 +87,6 @@ func authsOf(s *corev1.Secret) (map[string]string, error) {
 		out[k] = v.Username + ":" + v.Password
 	}
 	return out, nil
-}
-
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 func first(s []string, n int) []string { return s[:min(n, len(s))] }
