@@ -10,16 +10,12 @@ import (
 // apiserverKill is row 1: kube-apiserver SIGKILLed in the middle of an Always convergence and
 // started again on the same etcd; the syncer keeps running.
 func apiserverKill(ctx context.Context, bin string, w io.Writer) error {
-	e, err := newEnv(ctx, bin, w)
+	e, names, err := setup(ctx, bin, w)
 	if err != nil {
 		return err
 	}
 	defer e.stop()
-	n := *flagNamespaces
-	names, err := e.namespaces(ctx, "fault", "always", n)
-	if err != nil {
-		return err
-	}
+	n := len(names)
 	s, err := e.startSyncer(ctx, "syncer")
 	if err != nil {
 		return err
@@ -27,15 +23,10 @@ func apiserverKill(ctx context.Context, bin string, w io.Writer) error {
 	defer s.p.Stop()
 
 	// Floor: the same convergence, undisturbed, by the same syncer.
-	t0 := time.Now()
-	if err := e.always(ctx, "floor", "always"); err != nil {
+	floor, err := e.floor(ctx, names)
+	if err != nil {
 		return err
 	}
-	tFloor, err := e.waitCorrect(ctx, "floor", names, alwaysAuths, 10*time.Minute)
-	if err != nil {
-		return fmt.Errorf("floor: %w", err)
-	}
-	floor := tFloor.Sub(t0)
 	before := s.applies(ctx)
 
 	// The fault: kill when half the pairs are applied.

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/enix/kuik/internal/benchutil"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/internal/syncer"
 	"github.com/enix/kuik/internal/testutil"
@@ -79,17 +80,13 @@ func (e *env) sample(ctx context.Context, procs ...*syncerProc) *timeline {
 
 // leaderKill is row 3: two replicas with leader election, the leader SIGKILLed.
 func leaderKill(ctx context.Context, bin string, w io.Writer) error {
-	e, err := newEnv(ctx, bin, w)
+	e, names, err := setup(ctx, bin, w)
 	if err != nil {
 		return err
 	}
 	defer e.stop()
-	n := *flagNamespaces
+	n := len(names)
 	retention := *flagRetention
-	names, err := e.namespaces(ctx, "fault", "always", n)
-	if err != nil {
-		return err
-	}
 	ws, err := e.watchWrites(ctx)
 	if err != nil {
 		return err
@@ -101,9 +98,7 @@ func leaderKill(ctx context.Context, bin string, w io.Writer) error {
 		return err
 	}
 	defer a.p.Stop()
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		return a.leader(ctx), nil
-	}); err != nil {
+	if _, err := waitLeader(ctx, a, time.Minute); err != nil {
 		return fmt.Errorf("replica-1 never led: %w", err)
 	}
 	b, err := e.startSyncer(ctx, "replica-2", flags...)
@@ -135,7 +130,7 @@ func leaderKill(ctx context.Context, bin string, w io.Writer) error {
 	}
 	busy, quiet, fresh := "busy", "quiet", "fresh"
 	for _, ns := range []string{busy, quiet, fresh} {
-		if _, err := e.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		if err := benchutil.CreateNamespace(ctx, e.cs, ns, nil); err != nil {
 			return err
 		}
 	}

@@ -5,23 +5,17 @@ import (
 	"fmt"
 	"io"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // syncerKill is row 2: the syncer SIGKILLed in the middle of an Always convergence and started
 // again at once, as the kubelet restarts it.
 func syncerKill(ctx context.Context, bin string, w io.Writer) error {
-	e, err := newEnv(ctx, bin, w)
+	e, names, err := setup(ctx, bin, w)
 	if err != nil {
 		return err
 	}
 	defer e.stop()
-	n := *flagNamespaces
-	names, err := e.namespaces(ctx, "fault", "always", n)
-	if err != nil {
-		return err
-	}
+	n := len(names)
 	ws, err := e.watchWrites(ctx)
 	if err != nil {
 		return err
@@ -38,15 +32,10 @@ func syncerKill(ctx context.Context, bin string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	t0 := time.Now()
-	if err := e.always(ctx, "floor", "always"); err != nil {
+	floor, err := e.floor(ctx, names)
+	if err != nil {
 		return err
 	}
-	tFloor, err := e.waitCorrect(ctx, "floor", names, alwaysAuths, 10*time.Minute)
-	if err != nil {
-		return fmt.Errorf("floor: %w", err)
-	}
-	floor := tFloor.Sub(t0)
 	floorApplies, err := e.secretApplies(ctx)
 	if err != nil {
 		return err
@@ -80,14 +69,7 @@ func syncerKill(ctx context.Context, bin string, w io.Writer) error {
 	}
 	defer b.p.Stop()
 	tStarted := time.Now()
-	var tLeader time.Time
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if b.leader(ctx) {
-			tLeader = time.Now()
-			return true, nil
-		}
-		return false, nil
-	})
+	tLeader, err := waitLeader(ctx, b, 2*time.Minute)
 	if err != nil {
 		return fmt.Errorf("the restarted syncer never took the lease: %w", err)
 	}

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"github.com/enix/kuik/internal/benchutil"
 	"github.com/enix/kuik/internal/testnode"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -219,59 +217,13 @@ func (e *env) sigkill(ctx context.Context, p *corev1.Pod) error {
 	return nil
 }
 
-// scrape reads the counters of a webhook pod's metrics endpoint (the chart's metrics port),
-// summed by metric name plus the labels kept.
-func scrape(ctx context.Context, podIP string) (map[string]float64, error) {
+// scrape reads the metrics of a webhook pod's metrics endpoint (the chart's metrics port).
+func scrape(ctx context.Context, podIP string) (benchutil.Metrics, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(podIP, "8080")+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	m, err := benchutil.Scrape(ctx, "http://"+net.JoinHostPort(podIP, "8080")+"/metrics")
 	if err != nil {
 		return nil, fmt.Errorf("scraping %s: %w", podIP, err)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "kuik_") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		out[line[:i]] = v
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading the metrics of %s: %w", podIP, err)
-	}
-	return out, nil
-}
-
-// sumPrefix sums the series whose name (with labels) starts with prefix and contains every
-// one of subs.
-func sumPrefix(m map[string]float64, prefix string, subs ...string) float64 {
-	total := 0.0
-	for k, v := range m {
-		if !strings.HasPrefix(k, prefix) {
-			continue
-		}
-		ok := true
-		for _, s := range subs {
-			ok = ok && strings.Contains(k, s)
-		}
-		if ok {
-			total += v
-		}
-	}
-	return total
+	return m, nil
 }

@@ -32,7 +32,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -42,6 +41,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/enix/kuik/internal/benchutil"
 	"github.com/enix/kuik/internal/kuiknode"
 	"github.com/enix/kuik/internal/testnode"
 	"github.com/enix/kuik/internal/testutil"
@@ -100,11 +100,13 @@ func run(ctx context.Context, n *testnode.Node) error {
 	if e.c, err = client.New(n.Config(), client.Options{Scheme: webhook.Scheme()}); err != nil {
 		return err
 	}
-	images := testutil.NewRegistryAt(programTB{}, testnode.NodeIP+":0", "", "")
+	// The registries live as long as the program: their cleanups are never run.
+	tb := &benchutil.TB{}
+	images := testutil.NewRegistryAt(tb, testnode.NodeIP+":0", "", "")
 	if err := n.TrustPlainHTTP(images.Host); err != nil {
 		return err
 	}
-	e.mirror = testutil.NewRegistryAt(programTB{}, testnode.NodeIP+":0", mirrorUser, mirrorPassword)
+	e.mirror = testutil.NewRegistryAt(tb, testnode.NodeIP+":0", mirrorUser, mirrorPassword)
 	if err := n.TrustPlainHTTP(e.mirror.Host); err != nil {
 		return err
 	}
@@ -153,12 +155,3 @@ func run(ctx context.Context, n *testnode.Node) error {
 	}
 	return nil
 }
-
-// programTB lets testutil's registries run in a program: they live as long as it does, and a
-// failure to start or push fails loudly.
-type programTB struct{ testing.TB }
-
-func (programTB) Helper()                   {}
-func (programTB) Cleanup(func())            {}
-func (programTB) Fatal(args ...any)         { panic(fmt.Sprint(args...)) }
-func (programTB) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }

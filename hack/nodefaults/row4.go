@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
+	"github.com/enix/kuik/internal/benchutil"
 	"github.com/enix/kuik/internal/testnode"
 )
 
@@ -34,7 +35,7 @@ func (e *env) row4(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	mirrorImage := e.mirror.PushImage(programTB{}, "acme/kill:v1", img)
+	mirrorImage := e.mirror.PushImage(&benchutil.TB{}, "acme/kill:v1", img)
 	s := &scenario{name: "row4-kill", upstream: down + "/acme/kill", mirror: e.mirror.Host + "/acme/kill", tag: "v1"}
 	if err := e.setup(ctx, s, mirrorImage); err != nil {
 		return err
@@ -249,7 +250,7 @@ func (e *env) answeredBy(ctx context.Context, s *scenario, hooks []corev1.Pod, n
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, sumPrefix(m, "kuik_webhook_admissions_total", `webhook="mutate-pods"`))
+			out = append(out, m.Sum("kuik_webhook_admissions_total", `webhook="mutate-pods"`))
 		}
 		return out, nil
 	}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
+	"github.com/enix/kuik/internal/benchutil"
 	"github.com/enix/kuik/internal/probe"
 )
 
@@ -56,7 +57,7 @@ func (e *env) row5(ctx context.Context) error {
 	if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
 		return fmt.Errorf("pushing to the flapping registry: %w", err)
 	}
-	mirrorImage := e.mirror.PushImage(programTB{}, "acme/flap:v1", img)
+	mirrorImage := e.mirror.PushImage(&benchutil.TB{}, "acme/flap:v1", img)
 	s := &scenario{name: "row5-flap", upstream: f.addr + "/acme/flap", mirror: e.mirror.Host + "/acme/flap", tag: "v1"}
 	// Down while the webhooks learn of the resource: a routed dry run says they have it.
 	f.down()
@@ -153,8 +154,8 @@ func (e *env) row5(ctx context.Context) error {
 		var admissions, probes float64
 		var perReplica []string
 		for i, h := range hooks {
-			a := sumPrefix(after[i], "kuik_webhook_admissions_total", `webhook="mutate-pods"`) - sumPrefix(before[i], "kuik_webhook_admissions_total", `webhook="mutate-pods"`)
-			p := sumPrefix(after[i], "kuik_registry_probes_total") - sumPrefix(before[i], "kuik_registry_probes_total")
+			a := after[i].Sum("kuik_webhook_admissions_total", `webhook="mutate-pods"`) - before[i].Sum("kuik_webhook_admissions_total", `webhook="mutate-pods"`)
+			p := after[i].Sum("kuik_registry_probes_total") - before[i].Sum("kuik_registry_probes_total")
 			admissions, probes = admissions+a, probes+p
 			perReplica = append(perReplica, fmt.Sprintf("%s %.0f admissions, %.0f probes", h.Name, a, p))
 		}
@@ -257,8 +258,8 @@ func (e *env) row5(ctx context.Context) error {
 }
 
 // webhookMetrics scrapes the counters of every webhook pod.
-func (e *env) webhookMetrics(ctx context.Context, hooks []corev1.Pod) ([]map[string]float64, error) {
-	var out []map[string]float64
+func (e *env) webhookMetrics(ctx context.Context, hooks []corev1.Pod) ([]benchutil.Metrics, error) {
+	var out []benchutil.Metrics
 	for _, h := range hooks {
 		m, err := scrape(ctx, h.Status.PodIP)
 		if err != nil {
@@ -269,8 +270,8 @@ func (e *env) webhookMetrics(ctx context.Context, hooks []corev1.Pod) ([]map[str
 	return out, nil
 }
 
-func sumMaps(ms []map[string]float64) map[string]float64 {
-	out := map[string]float64{}
+func sumMaps(ms []benchutil.Metrics) benchutil.Metrics {
+	out := benchutil.Metrics{}
 	for _, m := range ms {
 		for k, v := range m {
 			out[k] += v

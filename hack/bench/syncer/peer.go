@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/enix/kuik/internal/benchutil"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/internal/testutil"
@@ -148,28 +149,22 @@ func (t *tracker) close() {
 // secretWrites reads the API server's served Secret write requests (apiserver_request_total),
 // by verb.
 func (b *bench) secretWrites(ctx context.Context) (map[string]float64, error) {
-	raw, err := b.cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	m, err := benchutil.APIServerMetrics(ctx, b.cs)
 	if err != nil {
-		return nil, fmt.Errorf("reading the api server metrics: %w", err)
+		return nil, err
 	}
 	out := map[string]float64{}
-	for line := range strings.SplitSeq(string(raw), "\n") {
-		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="secrets"`) {
+	for k, v := range m {
+		if !strings.HasPrefix(k, "apiserver_request_total{") || !strings.Contains(k, `resource="secrets"`) {
 			continue
 		}
-		i := strings.Index(line, `verb="`)
-		j := strings.LastIndexByte(line, ' ')
-		if i < 0 || j < 0 {
+		i := strings.Index(k, `verb="`)
+		if i < 0 {
 			continue
 		}
-		verb, _, _ := strings.Cut(line[i+len(`verb="`):], `"`)
+		verb, _, _ := strings.Cut(k[i+len(`verb="`):], `"`)
 		switch verb {
 		case "APPLY", "PATCH", "POST", "PUT", "DELETE", "DELETECOLLECTION":
-		default:
-			continue
-		}
-		v, err := strconv.ParseFloat(line[j+1:], 64)
-		if err == nil {
 			out[verb] += v
 		}
 	}
@@ -369,7 +364,7 @@ func (b *bench) peer(ctx context.Context, kuikApplies *atomic.Int64, stopSyncer 
 			state = fmt.Sprintf("exited: %v", exitErr)
 		default:
 		}
-		return fmt.Errorf("%w (peer %s)\npeer log:\n%s", err, state, tail(logPath))
+		return fmt.Errorf("%w (peer %s)\npeer log:\n%s", err, state, benchutil.Tail(logPath))
 	}
 	pq, err := b.quiet(ctx, pt)
 	if err != nil {
