@@ -1,10 +1,11 @@
 // Package docs_test checks that the repository's Markdown pages link to files and headings that
-// exist.
+// exist, and that docs/architecture.md's package map is the real import graph.
 package docs_test
 
 import (
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -122,6 +123,74 @@ func TestSlugify(t *testing.T) {
 	} {
 		if got := slugify(in); got != want {
 			t.Errorf("slugify(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+var (
+	mermaidNode = regexp.MustCompile(`(\w+)\[([^\]]+)\]`)
+	mermaidEdge = regexp.MustCompile(`(?m)^\s*(\w+)(?:\[[^\]]*\])?\s*-->\s*(\w+)`)
+)
+
+// TestPackageMapIsTheImportGraph fails when the package map of docs/architecture.md and the real
+// imports differ: among the packages it draws, each arrow must be a direct import and each
+// direct import an arrow.
+func TestPackageMapIsTheImportGraph(t *testing.T) {
+	page := read(t, "docs/architecture.md")
+	_, after, ok := strings.Cut(page, "## Package map")
+	if !ok {
+		t.Fatal("docs/architecture.md has no Package map section")
+	}
+	_, block, ok := strings.Cut(after, "```mermaid\n")
+	if !ok {
+		t.Fatal("the Package map section has no mermaid block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	pkgOf := map[string]string{}
+	for _, m := range mermaidNode.FindAllStringSubmatch(block, -1) {
+		if strings.Contains(m[2], "/") {
+			pkgOf[m[1]] = m[2]
+		}
+	}
+	drawn := map[[2]string]bool{}
+	for _, m := range mermaidEdge.FindAllStringSubmatch(block, -1) {
+		from, to := pkgOf[m[1]], pkgOf[m[2]]
+		if from == "" || to == "" {
+			t.Fatalf("arrow %s --> %s: a node without a package path", m[1], m[2])
+		}
+		drawn[[2]string{from, to}] = true
+	}
+	const module = "github.com/enix/kuik/"
+	args := []string{"list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`}
+	for _, p := range pkgOf {
+		args = append(args, "./"+p)
+	}
+	out, err := exec.CommandContext(t.Context(), "go", args...).Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	shown := map[string]bool{}
+	for _, p := range pkgOf {
+		shown[p] = true
+	}
+	real := map[[2]string]bool{}
+	for line := range strings.Lines(string(out)) {
+		fields := strings.Fields(line)
+		from := strings.TrimPrefix(fields[0], module)
+		for _, imp := range fields[1:] {
+			if to := strings.TrimPrefix(imp, module); shown[to] {
+				real[[2]string{from, to}] = true
+			}
+		}
+	}
+	for e := range real {
+		if !drawn[e] {
+			t.Errorf("%s imports %s: docs/architecture.md's package map has no arrow for it", e[0], e[1])
+		}
+	}
+	for e := range drawn {
+		if !real[e] {
+			t.Errorf("docs/architecture.md's package map draws %s --> %s, which is no import", e[0], e[1])
 		}
 	}
 }
