@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// The secret-syncer's rights and flags for missed pulls: nothing by default (the chart README's
-// upgrade notes say what each value grants); events and pod reads with
+// The secret-syncer's rights and flags for missed pulls: nothing by default (docs/security.md,
+// "RBAC per feature value", says what each value grants); events and pod reads with
 // syncer.missedPulls.enabled; evictions (create on pods/eviction, never delete on pods) only with
 // syncer.recreateStuckPods.enabled too (with the pod-deletes policies, see
 // TestRenderedPolicyIsPoliciesDir), get on jobs only with its jobs opt-in.

@@ -32,9 +32,10 @@ func kubectl(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-// What the README's incident walk-through relies on: with only `kubectl get ia,im -o wide` and
-// `kubectl describe`, an operator sees which resource routes pods away now and where to, which
-// one is a dry run, and why an entry's credential is left out, with its event.
+// What the incident walk-through (docs/operations/troubleshooting.md) relies on: with only
+// `kubectl get ia,im -o wide` and `kubectl describe`, an operator sees which resource routes
+// pods away now and where to, which one is a dry run, and why an entry's credential is left
+// out, with its event.
 func TestKubectlTellsWhatEachResourceDoesNow(t *testing.T) {
 	e := harness(t)
 	n := name(t)
