@@ -22,17 +22,6 @@ import (
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
-func alternative(name string, policy v1alpha1.RewritePolicy, entries ...v1alpha1.Alternative) v1alpha1.ImageAlternative {
-	return v1alpha1.ImageAlternative{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       v1alpha1.ImageAlternativeSpec{RewritePolicy: policy, Alternatives: entries},
-	}
-}
-
-func withSecret(repo, secret string) v1alpha1.Alternative {
-	return v1alpha1.Alternative{Repository: repo, Auth: &v1alpha1.Auth{SecretRef: &v1alpha1.LocalSecretReference{Name: secret}}}
-}
-
 func secretsOf(docs map[string]map[string]string) route.SecretGetter {
 	return func(_ context.Context, name string) (*corev1.Secret, error) {
 		auths, ok := docs[name]
@@ -96,16 +85,16 @@ func TestCandidatesAreProbedWithTheCredentialThePodWillHave(t *testing.T) {
 		want          string // the reference chosen, "" for none
 	}{
 		"an original on an entry with a credential is probed anonymously, since that credential is not injected for it": {
-			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
-				withSecret(p+"/acme/app", "private"),
+			ias: []v1alpha1.ImageAlternative{testutil.Alternative("a", v1alpha1.RewritePolicyOnFailure,
+				testutil.WithSecret(p+"/acme/app", "private"),
 				v1alpha1.Alternative{Repository: public.Host + "/acme/app"})},
 			secrets: map[string]map[string]string{"private": {p: "puller:s3cret"}},
 			image:   p + "/acme/app:v1",
 			want:    public.Host + "/acme/app:v1",
 		},
 		"a private original stays when the pod brings pull secrets of its own": {
-			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
-				withSecret(p+"/acme/app", "private"),
+			ias: []v1alpha1.ImageAlternative{testutil.Alternative("a", v1alpha1.RewritePolicyOnFailure,
+				testutil.WithSecret(p+"/acme/app", "private"),
 				v1alpha1.Alternative{Repository: public.Host + "/acme/app"})},
 			secrets: map[string]map[string]string{"private": {p: "puller:s3cret"}},
 			image:   p + "/acme/app:v1",
@@ -113,15 +102,15 @@ func TestCandidatesAreProbedWithTheCredentialThePodWillHave(t *testing.T) {
 			want:    p + "/acme/app:v1",
 		},
 		"an injecting entry is probed with its credential": {
-			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+			ias: []v1alpha1.ImageAlternative{testutil.Alternative("a", v1alpha1.RewritePolicyOnFailure,
 				v1alpha1.Alternative{Repository: "quay.io/acme/app", Unavailable: true},
-				withSecret(p+"/acme/app", "private"))},
+				testutil.WithSecret(p+"/acme/app", "private"))},
 			secrets: map[string]map[string]string{"private": {p: "puller:s3cret"}},
 			image:   "quay.io/acme/app:v1",
 			want:    p + "/acme/app:v1",
 		},
 		"an entry whose credential is not injected is probed anonymously": {
-			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+			ias: []v1alpha1.ImageAlternative{testutil.Alternative("a", v1alpha1.RewritePolicyOnFailure,
 				v1alpha1.Alternative{Repository: "quay.io/acme/app", Unavailable: true},
 				v1alpha1.Alternative{Repository: p + "/acme/app", Auth: &v1alpha1.Auth{
 					SecretRef: &v1alpha1.LocalSecretReference{Name: "private"}, InjectPullSecret: ptr.To(false)}})},
@@ -130,7 +119,7 @@ func TestCandidatesAreProbedWithTheCredentialThePodWillHave(t *testing.T) {
 			want:    "",
 		},
 		"a group entry is probed with the credential written for the group, not a more specific one": {
-			ias: []v1alpha1.ImageAlternative{alternative("g", v1alpha1.RewritePolicyOnFailure,
+			ias: []v1alpha1.ImageAlternative{testutil.Alternative("g", v1alpha1.RewritePolicyOnFailure,
 				v1alpha1.Alternative{RepositoryGroup: "quay.io/acme/", Unavailable: true},
 				v1alpha1.Alternative{RepositoryGroup: p + "/acme/", Auth: &v1alpha1.Auth{SecretRef: &v1alpha1.LocalSecretReference{Name: "split"}}})},
 			// The syncer writes the credential matching every repository of the group (the
@@ -150,7 +139,7 @@ func TestCandidatesAreProbedWithTheCredentialThePodWillHave(t *testing.T) {
 			want:    p + "/mirror/docker.io/acme/app:v1",
 		},
 		"a private original the node's credential provider covers stays": {
-			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+			ias: []v1alpha1.ImageAlternative{testutil.Alternative("a", v1alpha1.RewritePolicyOnFailure,
 				v1alpha1.Alternative{Repository: p + "/acme/app"},
 				v1alpha1.Alternative{Repository: public.Host + "/acme/app"})},
 			image:         p + "/acme/app:v1",
@@ -158,14 +147,14 @@ func TestCandidatesAreProbedWithTheCredentialThePodWillHave(t *testing.T) {
 			want:          p + "/acme/app:v1",
 		},
 		"a private original is routed away without a node credential provider for it": {
-			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+			ias: []v1alpha1.ImageAlternative{testutil.Alternative("a", v1alpha1.RewritePolicyOnFailure,
 				v1alpha1.Alternative{Repository: p + "/acme/app"},
 				v1alpha1.Alternative{Repository: public.Host + "/acme/app"})},
 			image: p + "/acme/app:v1",
 			want:  public.Host + "/acme/app:v1",
 		},
 		"a node credential provider for another registry does not keep a private original": {
-			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+			ias: []v1alpha1.ImageAlternative{testutil.Alternative("a", v1alpha1.RewritePolicyOnFailure,
 				v1alpha1.Alternative{Repository: p + "/acme/app"},
 				v1alpha1.Alternative{Repository: public.Host + "/acme/app"})},
 			image:         p + "/acme/app:v1",
@@ -176,7 +165,7 @@ func TestCandidatesAreProbedWithTheCredentialThePodWillHave(t *testing.T) {
 			// kuik moves a pod only to an image a probe found: a refusal says nothing about
 			// whether the alternative exists, whoever may pull it. The original is the pod
 			// author's choice, kept unless proven unavailable.
-			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+			ias: []v1alpha1.ImageAlternative{testutil.Alternative("a", v1alpha1.RewritePolicyOnFailure,
 				v1alpha1.Alternative{Repository: public.Host + "/acme/gone"},
 				v1alpha1.Alternative{Repository: p + "/acme/x"})},
 			image:         public.Host + "/acme/gone:v1",
@@ -184,7 +173,7 @@ func TestCandidatesAreProbedWithTheCredentialThePodWillHave(t *testing.T) {
 			want:          "",
 		},
 		"an injecting provider entry is probed with the credential of the provider's Secret": {
-			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+			ias: []v1alpha1.ImageAlternative{testutil.Alternative("a", v1alpha1.RewritePolicyOnFailure,
 				v1alpha1.Alternative{Repository: "quay.io/acme/app", Unavailable: true},
 				withProvider(p+"/acme/app", "ecr", nil, ptr.To(true)))},
 			secrets: map[string]map[string]string{credentialprovider.SecretName("ecr", nil): {p + "/acme/app": "puller:s3cret"}},
@@ -192,7 +181,7 @@ func TestCandidatesAreProbedWithTheCredentialThePodWillHave(t *testing.T) {
 			want:    p + "/acme/app:v1",
 		},
 		"a provider entry that does not inject is probed with the provider's Secret too": {
-			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+			ias: []v1alpha1.ImageAlternative{testutil.Alternative("a", v1alpha1.RewritePolicyOnFailure,
 				v1alpha1.Alternative{Repository: "quay.io/acme/app", Unavailable: true},
 				withProvider(p+"/acme/app", "ecr", nil, nil))},
 			secrets: map[string]map[string]string{credentialprovider.SecretName("ecr", nil): {p + "/acme/app": "puller:s3cret"}},
@@ -200,14 +189,14 @@ func TestCandidatesAreProbedWithTheCredentialThePodWillHave(t *testing.T) {
 			want:    p + "/acme/app:v1",
 		},
 		"a provider entry whose Secret is missing is unavailable": {
-			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+			ias: []v1alpha1.ImageAlternative{testutil.Alternative("a", v1alpha1.RewritePolicyOnFailure,
 				v1alpha1.Alternative{Repository: "quay.io/acme/app", Unavailable: true},
 				withProvider(p+"/acme/app", "ecr", nil, ptr.To(true)))},
 			image: "quay.io/acme/app:v1",
 			want:  "",
 		},
 		"a provider entry whose Secret holds a wrong credential is unavailable": {
-			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+			ias: []v1alpha1.ImageAlternative{testutil.Alternative("a", v1alpha1.RewritePolicyOnFailure,
 				v1alpha1.Alternative{Repository: "quay.io/acme/app", Unavailable: true},
 				withProvider(p+"/acme/app", "ecr", nil, ptr.To(true)))},
 			secrets: map[string]map[string]string{credentialprovider.SecretName("ecr", nil): {p + "/acme/app": "puller:wrong"}},
@@ -215,7 +204,7 @@ func TestCandidatesAreProbedWithTheCredentialThePodWillHave(t *testing.T) {
 			want:    "",
 		},
 		"a provider entry with a serviceAccountRef is probed with that ServiceAccount's Secret": {
-			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+			ias: []v1alpha1.ImageAlternative{testutil.Alternative("a", v1alpha1.RewritePolicyOnFailure,
 				v1alpha1.Alternative{Repository: "quay.io/acme/app", Unavailable: true},
 				withProvider(p+"/acme/app", "ecr", builder, ptr.To(true)))},
 			secrets: map[string]map[string]string{
@@ -226,7 +215,7 @@ func TestCandidatesAreProbedWithTheCredentialThePodWillHave(t *testing.T) {
 			want:  p + "/acme/app:v1",
 		},
 		"a provider entry with a serviceAccountRef does not borrow the provider's credential without one": {
-			ias: []v1alpha1.ImageAlternative{alternative("a", v1alpha1.RewritePolicyOnFailure,
+			ias: []v1alpha1.ImageAlternative{testutil.Alternative("a", v1alpha1.RewritePolicyOnFailure,
 				v1alpha1.Alternative{Repository: "quay.io/acme/app", Unavailable: true},
 				withProvider(p+"/acme/app", "ecr", builder, ptr.To(true)))},
 			secrets: map[string]map[string]string{credentialprovider.SecretName("ecr", nil): {p + "/acme/app": "puller:s3cret"}},

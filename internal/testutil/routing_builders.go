@@ -181,3 +181,16 @@ func (b *ImageMirrorBuilder) RecreateStuckPods() *ImageMirrorBuilder {
 	b.obj.Spec.RecreateStuckPods = true
 	return b
 }
+
+// Alternative is an ImageAlternative with these entries, for tests that need nothing else.
+func Alternative(name string, policy v1alpha1.RewritePolicy, entries ...v1alpha1.Alternative) v1alpha1.ImageAlternative {
+	return v1alpha1.ImageAlternative{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       v1alpha1.ImageAlternativeSpec{RewritePolicy: policy, Alternatives: entries},
+	}
+}
+
+// WithSecret is an alternative entry whose credential is the Secret secret.
+func WithSecret(repo, secret string) v1alpha1.Alternative {
+	return v1alpha1.Alternative{Repository: repo, Auth: &v1alpha1.Auth{SecretRef: &v1alpha1.LocalSecretReference{Name: secret}}}
+}

@@ -41,11 +41,11 @@ func benchIndex(b *testing.B, n int, reg *testutil.Registry, down string) *routi
 	b.Helper()
 	ias := make([]v1alpha1.ImageAlternative, 0, n+1)
 	for i := range n {
-		ias = append(ias, alternative(fmt.Sprintf("ia-%05d", i), v1alpha1.RewritePolicyOnFailure,
+		ias = append(ias, testutil.Alternative(fmt.Sprintf("ia-%05d", i), v1alpha1.RewritePolicyOnFailure,
 			v1alpha1.Alternative{Repository: fmt.Sprintf("quay.io/team-%d/app-%d", i%97, i)},
 			v1alpha1.Alternative{Repository: fmt.Sprintf("registry.local/team-%d/app-%d", i%97, i)}))
 	}
-	ias = append(ias, alternative("covered", v1alpha1.RewritePolicyOnFailure,
+	ias = append(ias, testutil.Alternative("covered", v1alpha1.RewritePolicyOnFailure,
 		v1alpha1.Alternative{Repository: down + "/acme/app"},
 		v1alpha1.Alternative{Repository: reg.Host + "/acme/app", Insecure: true}))
 	ix, errs := routing.NewIndex(ias, nil)

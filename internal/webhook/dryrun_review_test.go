@@ -39,10 +39,10 @@ func TestDryRunProbesNeverTakeTheEnforcingProbeBound(t *testing.T) {
 		MaxInFlight: maxInFlight,
 		Skip:        func(string) { skipped.Add(1) },
 	})
-	enforce := alternative("enforce", v1alpha1.RewritePolicyOnFailure,
+	enforce := kuiktest.Alternative("enforce", v1alpha1.RewritePolicyOnFailure,
 		v1alpha1.Alternative{Repository: reg.Host + "/acme/gone"},
 		v1alpha1.Alternative{Repository: reg.Host + "/acme/app"})
-	trial := dryRun(alternative("trial", v1alpha1.RewritePolicyAlways,
+	trial := dryRun(kuiktest.Alternative("trial", v1alpha1.RewritePolicyAlways,
 		v1alpha1.Alternative{Repository: hanging.Host + "/acme/slow"},
 		v1alpha1.Alternative{Repository: hanging.Host + "/acme/slow-copy"}))
 	ix, errs := routing.NewIndex([]v1alpha1.ImageAlternative{enforce, trial}, nil)
@@ -100,7 +100,7 @@ func TestPinDigestKeepsTheCandidatesRepository(t *testing.T) {
 		"a port":             {"registry.local:5000/acme/foo", "quay.io/acme/foo:v1", "registry.local:5000/acme/foo"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			ia := pinned(alternative("acme", v1alpha1.RewritePolicyOnFailure,
+			ia := pinned(kuiktest.Alternative("acme", v1alpha1.RewritePolicyOnFailure,
 				v1alpha1.Alternative{Repository: strings.Split(tc.image, ":")[0]},
 				v1alpha1.Alternative{Repository: tc.repository}))
 			candidate := tc.want + ":" + strings.Split(tc.image, ":")[1]
@@ -119,7 +119,7 @@ func TestPinDigestKeepsTheCandidatesRepository(t *testing.T) {
 // A pinDigest candidate whose answer names no sha256 digest is not routed unpinned: the
 // container keeps its image, with NoAlternatives, counted as no-digest.
 func TestPinDigestWithoutADigestLeavesTheContainer(t *testing.T) {
-	ia := pinned(alternative("acme", v1alpha1.RewritePolicyOnFailure,
+	ia := pinned(kuiktest.Alternative("acme", v1alpha1.RewritePolicyOnFailure,
 		v1alpha1.Alternative{Repository: "quay.io/acme/foo"},
 		v1alpha1.Alternative{Repository: "registry.local/acme/foo"}))
 	for _, digest := range []string{"", "sha512:" + strings.Repeat("a", 128), "sha256:short", "sha256:" + strings.Repeat("A", 64)} {
@@ -152,10 +152,10 @@ func TestPinDigestWithoutADigestLeavesTheContainer(t *testing.T) {
 // original, whose alternative an enforcing resource already offers) is the one the record and
 // the metric name, not nobody.
 func TestADryRunWithoutACandidateOfItsOwnIsNamed(t *testing.T) {
-	enforcing := alternative("a-enforcing", v1alpha1.RewritePolicyOnFailure,
+	enforcing := kuiktest.Alternative("a-enforcing", v1alpha1.RewritePolicyOnFailure,
 		v1alpha1.Alternative{Repository: "quay.io/acme/foo"},
 		v1alpha1.Alternative{Repository: "registry.local/acme/foo"})
-	retire := dryRun(alternative("z-retire", v1alpha1.RewritePolicyOnFailure,
+	retire := dryRun(kuiktest.Alternative("z-retire", v1alpha1.RewritePolicyOnFailure,
 		v1alpha1.Alternative{Repository: "quay.io/acme/foo", Unavailable: true},
 		v1alpha1.Alternative{Repository: "registry.local/acme/foo"}))
 	m := mutator(t, &availability{available: set("quay.io/acme/foo:v1", "registry.local/acme/foo:v1")}, []v1alpha1.ImageAlternative{enforcing, retire}, nil)

@@ -8,11 +8,12 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 
 	"github.com/enix/kuik/internal/metrics"
+	"github.com/enix/kuik/internal/testutil"
 	"github.com/enix/kuik/internal/webhook"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -71,16 +72,16 @@ func TestDryRunRecordsWhatItWouldDoAndChangesNothing(t *testing.T) {
 		localFoo  = "registry.local:5000/acme/foo:v1"
 		mirrorFoo = "mirror.local/hub/quay.io/acme/foo:v1"
 	)
-	enforcing := alternative("acme", v1alpha1.RewritePolicyOnFailure,
+	enforcing := testutil.Alternative("acme", v1alpha1.RewritePolicyOnFailure,
 		v1alpha1.Alternative{Repository: "quay.io/acme/foo"},
-		withSecret("registry.local:5000/acme/foo", "local"))
-	trialAlways := dryRun(alternative("trial", v1alpha1.RewritePolicyAlways,
+		testutil.WithSecret("registry.local:5000/acme/foo", "local"))
+	trialAlways := dryRun(testutil.Alternative("trial", v1alpha1.RewritePolicyAlways,
 		v1alpha1.Alternative{Repository: "quay.io/acme/foo"},
-		withSecret("registry.local:5000/acme/foo", "local")))
+		testutil.WithSecret("registry.local:5000/acme/foo", "local")))
 	trialMirror := dryRunMirror(mirror("hub-trial", v1alpha1.RewritePolicyAlways, "mirror.local/hub/"))
-	removesOriginal := dryRun(alternative("retire", v1alpha1.RewritePolicyOnFailure,
+	removesOriginal := dryRun(testutil.Alternative("retire", v1alpha1.RewritePolicyOnFailure,
 		v1alpha1.Alternative{Repository: "quay.io/acme/foo", Unavailable: true},
-		withSecret("registry.local:5000/acme/foo", "local")))
+		testutil.WithSecret("registry.local:5000/acme/foo", "local")))
 
 	tests := map[string]struct {
 		ias       []v1alpha1.ImageAlternative
@@ -157,15 +158,15 @@ func TestDryRunRecordsWhatItWouldDoAndChangesNothing(t *testing.T) {
 }
 
 func TestDryRunDecisionsAreCounted(t *testing.T) {
-	trial := dryRun(alternative("counted", v1alpha1.RewritePolicyAlways,
+	trial := dryRun(testutil.Alternative("counted", v1alpha1.RewritePolicyAlways,
 		v1alpha1.Alternative{Repository: "quay.io/acme/foo"},
 		v1alpha1.Alternative{Repository: "registry.local:5000/acme/foo"}))
 	m := mutator(t, &availability{available: set("quay.io/acme/foo:v1", "registry.local:5000/acme/foo:v1")}, []v1alpha1.ImageAlternative{trial}, nil)
 	c := metrics.DryRunDecisions.WithLabelValues("ImageAlternative", "counted", "Always")
-	before := testutil.ToFloat64(c)
+	before := promtestutil.ToFloat64(c)
 	admit(t, m, pod(corev1.Container{Name: "a", Image: "quay.io/acme/foo:v1"}, corev1.Container{Name: "b", Image: "quay.io/acme/foo:v2"}))
 	// b's candidates are not available: the dry run would leave it, as happens, on the original.
-	if got := testutil.ToFloat64(c) - before; got != 1 {
+	if got := promtestutil.ToFloat64(c) - before; got != 1 {
 		t.Errorf("dry-run decisions counted %v, want 1", got)
 	}
 }
@@ -174,9 +175,9 @@ func TestDryRunDecisionsAreCounted(t *testing.T) {
 // the record, and an image already pinned is probed and kept at its own digest.
 func TestPinDigestRewritesToTheProbedDigest(t *testing.T) {
 	const localRepo = "registry.local:5000/acme/foo"
-	acme := pinned(alternative("acme", v1alpha1.RewritePolicyOnFailure,
+	acme := pinned(testutil.Alternative("acme", v1alpha1.RewritePolicyOnFailure,
 		v1alpha1.Alternative{Repository: "quay.io/acme/foo"},
-		withSecret(localRepo, "local")))
+		testutil.WithSecret(localRepo, "local")))
 	digest := digestOf(localRepo + ":v1")
 	tests := map[string]struct {
 		image, available, want string
@@ -226,9 +227,9 @@ func set(items ...string) map[string]bool {
 // record would take the pod over the API server's annotation limit, it is left out and the
 // enforcing decision stands.
 func TestDryRunRecordGivesWayToTheAnnotationLimit(t *testing.T) {
-	enforcing := alternative("acme", v1alpha1.RewritePolicyOnFailure,
+	enforcing := testutil.Alternative("acme", v1alpha1.RewritePolicyOnFailure,
 		v1alpha1.Alternative{Repository: "quay.io/acme/foo"},
-		withSecret("registry.local:5000/acme/foo", "local"))
+		testutil.WithSecret("registry.local:5000/acme/foo", "local"))
 	trial := dryRunMirror(mirror("hub-trial", v1alpha1.RewritePolicyAlways, "mirror.local/hub/"))
 	m := mutator(t, &availability{available: set("registry.local:5000/acme/foo:v1", "mirror.local/hub/quay.io/acme/foo:v1")},
 		[]v1alpha1.ImageAlternative{enforcing}, []v1alpha1.ImageMirror{trial})

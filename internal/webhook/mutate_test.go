@@ -21,26 +21,16 @@ import (
 
 	"github.com/enix/kuik/internal/route"
 	"github.com/enix/kuik/internal/routing"
+	"github.com/enix/kuik/internal/testutil"
 	"github.com/enix/kuik/internal/webhook"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
-
-func alternative(name string, policy v1alpha1.RewritePolicy, entries ...v1alpha1.Alternative) v1alpha1.ImageAlternative {
-	return v1alpha1.ImageAlternative{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       v1alpha1.ImageAlternativeSpec{RewritePolicy: policy, Alternatives: entries},
-	}
-}
 
 func mirror(name string, policy v1alpha1.RewritePolicy, path string) v1alpha1.ImageMirror {
 	return v1alpha1.ImageMirror{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec:       v1alpha1.ImageMirrorSpec{RewritePolicy: policy, Destination: v1alpha1.MirrorDestination{Path: path}},
 	}
-}
-
-func withSecret(repo, secret string) v1alpha1.Alternative {
-	return v1alpha1.Alternative{Repository: repo, Auth: &v1alpha1.Auth{SecretRef: &v1alpha1.LocalSecretReference{Name: secret}}}
 }
 
 // availability answers like a registry would: only the listed references are available. It
@@ -129,9 +119,9 @@ func TestPodMutatorPatches(t *testing.T) {
 		quayFoo  = "quay.io/acme/foo:v1"
 		localFoo = "registry.local:5000/acme/foo:v1"
 	)
-	onFailure := alternative("acme", v1alpha1.RewritePolicyOnFailure,
+	onFailure := testutil.Alternative("acme", v1alpha1.RewritePolicyOnFailure,
 		v1alpha1.Alternative{Repository: "quay.io/acme/foo"},
-		withSecret("registry.local:5000/acme/foo", "local"))
+		testutil.WithSecret("registry.local:5000/acme/foo", "local"))
 	always := mirror("hub", v1alpha1.RewritePolicyAlways, "mirror.local/hub/")
 
 	tests := map[string]struct {
@@ -278,7 +268,7 @@ func checkPatch(t *testing.T, ias []v1alpha1.ImageAlternative, ims []v1alpha1.Im
 }
 
 func TestPodMutatorAdmitsUnchangedOnInternalErrors(t *testing.T) {
-	ia := alternative("acme", v1alpha1.RewritePolicyOnFailure,
+	ia := testutil.Alternative("acme", v1alpha1.RewritePolicyOnFailure,
 		v1alpha1.Alternative{Repository: "quay.io/acme/foo"}, v1alpha1.Alternative{Repository: "mirror.local/acme/foo"})
 	good := func() *corev1.Pod { return pod(corev1.Container{Name: "c", Image: "quay.io/acme/foo:v1"}) }
 
@@ -322,9 +312,9 @@ func TestPodMutatorAdmitsUnchangedOnInternalErrors(t *testing.T) {
 }
 
 func TestEphemeralContainersRouteOnlyNewOnesWithoutInjecting(t *testing.T) {
-	ia := alternative("acme", v1alpha1.RewritePolicyOnFailure,
+	ia := testutil.Alternative("acme", v1alpha1.RewritePolicyOnFailure,
 		v1alpha1.Alternative{Repository: "quay.io/acme/debug"},
-		withSecret("private.local/acme/debug", "private"),
+		testutil.WithSecret("private.local/acme/debug", "private"),
 		v1alpha1.Alternative{Repository: "public.local/acme/debug"})
 	old := pod(corev1.Container{Name: "c", Image: "busybox"})
 	old.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "dbg1", Image: "quay.io/acme/debug:v1"}}}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/enix/kuik/internal/route"
 	"github.com/enix/kuik/internal/routing"
+	"github.com/enix/kuik/internal/testutil"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
@@ -31,13 +32,13 @@ func TestForgedRecordsAreDropped(t *testing.T) {
 		quayFoo  = "quay.io/acme/foo:v1"
 		localFoo = "registry.local:5000/acme/foo:v1"
 	)
-	acme := alternative("acme", v1alpha1.RewritePolicyOnFailure,
+	acme := testutil.Alternative("acme", v1alpha1.RewritePolicyOnFailure,
 		v1alpha1.Alternative{Repository: "quay.io/acme/foo"},
-		withSecret("registry.local:5000/acme/foo", "local"))
+		testutil.WithSecret("registry.local:5000/acme/foo", "local"))
 	// Selects only pods labelled tier=web.
-	web := alternative("web", v1alpha1.RewritePolicyOnFailure,
+	web := testutil.Alternative("web", v1alpha1.RewritePolicyOnFailure,
 		v1alpha1.Alternative{Repository: "quay.io/acme/web"},
-		withSecret("registry.local:5000/acme/web", "local"))
+		testutil.WithSecret("registry.local:5000/acme/web", "local"))
 	web.Spec.PodSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "web"}}
 
 	forged := func(image string, annotations map[string]string) *corev1.Pod {
@@ -147,7 +148,7 @@ func TestForgedRecordsAreDropped(t *testing.T) {
 // Every container of a pod is resolved in one call of the chooser, so their probes share one
 // timeout: init, regular and ephemeral containers alike.
 func TestAllContainersAreResolvedTogether(t *testing.T) {
-	acme := alternative("acme", v1alpha1.RewritePolicyOnFailure,
+	acme := testutil.Alternative("acme", v1alpha1.RewritePolicyOnFailure,
 		v1alpha1.Alternative{RepositoryGroup: "quay.io/acme/"},
 		v1alpha1.Alternative{RepositoryGroup: "registry.local/acme/"})
 	p := pod(corev1.Container{Name: "a", Image: "quay.io/acme/a:v1"}, corev1.Container{Name: "b", Image: "quay.io/acme/b:v1"})
@@ -190,10 +191,10 @@ func TestAllContainersAreResolvedTogether(t *testing.T) {
 // the entries that served the pod's (truly) rewritten containers, and nothing will record the
 // ephemeral container's rewrite for it.
 func TestEphemeralContainersUnderOnFailureUseOnlyEntriesThePodsSecretHolds(t *testing.T) {
-	ia := alternative("acme", v1alpha1.RewritePolicyOnFailure,
+	ia := testutil.Alternative("acme", v1alpha1.RewritePolicyOnFailure,
 		v1alpha1.Alternative{Repository: "quay.io/acme/app"},
-		withSecret("one.local/acme/app", "one"),
-		withSecret("two.local/acme/app", "two"))
+		testutil.WithSecret("one.local/acme/app", "one"),
+		testutil.WithSecret("two.local/acme/app", "two"))
 	secret := corev1.LocalObjectReference{Name: "kuik-inject-imagealternative-acme"}
 	base := func(annotations map[string]string) *corev1.Pod {
 		p := pod(corev1.Container{Name: "c", Image: "one.local/acme/app:v1"})
@@ -256,7 +257,7 @@ func TestEphemeralContainersUnderOnFailureUseOnlyEntriesThePodsSecretHolds(t *te
 // During an outage every pod of a rollout has no candidate available: that is counted and
 // recorded on the pod, and logged only at V(1), so the log does not flood.
 func TestNoCandidateIsLoggedOnlyAtV1(t *testing.T) {
-	acme := alternative("acme", v1alpha1.RewritePolicyOnFailure,
+	acme := testutil.Alternative("acme", v1alpha1.RewritePolicyOnFailure,
 		v1alpha1.Alternative{Repository: "quay.io/acme/foo"}, v1alpha1.Alternative{Repository: "mirror.local/acme/foo"})
 	for verbosity, want := range map[int]int{0: 0, 1: 1} {
 		var lines []string
@@ -281,7 +282,7 @@ func TestNoCandidateIsLoggedOnlyAtV1(t *testing.T) {
 // routing.LabelsWithinBounds (unprobed), or records over routing.MaxRecordBytes (admitted
 // unchanged, with a warning, like records over the API server's annotation limit).
 func TestPodsOverTheSyncersBoundsAreLeftAlone(t *testing.T) {
-	acme := alternative("acme", v1alpha1.RewritePolicyOnFailure,
+	acme := testutil.Alternative("acme", v1alpha1.RewritePolicyOnFailure,
 		v1alpha1.Alternative{RepositoryGroup: "quay.io/acme/"},
 		v1alpha1.Alternative{RepositoryGroup: "registry.local/acme/", Auth: &v1alpha1.Auth{SecretRef: &v1alpha1.LocalSecretReference{Name: "local"}}})
 	long := strings.Repeat("r", 200)

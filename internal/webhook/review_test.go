@@ -7,6 +7,7 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/enix/kuik/internal/testutil"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
@@ -17,9 +18,9 @@ import (
 // Secret under OnFailure.
 func TestReinvocationAfterADigestIsPinnedKeepsKuiksRecord(t *testing.T) {
 	const digest = "@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-	acme := alternative("acme", v1alpha1.RewritePolicyOnFailure,
+	acme := testutil.Alternative("acme", v1alpha1.RewritePolicyOnFailure,
 		v1alpha1.Alternative{Repository: "quay.io/acme/foo"},
-		withSecret("registry.local:5000/acme/foo", "local"))
+		testutil.WithSecret("registry.local:5000/acme/foo", "local"))
 	p := pod(corev1.Container{Name: "c", Image: "registry.local:5000/acme/foo:v1" + digest})
 	p.Labels = map[string]string{v1alpha1.LabelRewritten: "true"}
 	p.Annotations = map[string]string{
@@ -38,9 +39,9 @@ func TestReinvocationAfterADigestIsPinnedKeepsKuiksRecord(t *testing.T) {
 // A malformed kuik annotation is not one kuik wrote: it reads as empty, so it cannot make the
 // webhook admit the pod unchanged and shield forged records on the same pod.
 func TestAMalformedKuikAnnotationDoesNotShieldForgedRecords(t *testing.T) {
-	acme := alternative("acme", v1alpha1.RewritePolicyOnFailure,
+	acme := testutil.Alternative("acme", v1alpha1.RewritePolicyOnFailure,
 		v1alpha1.Alternative{Repository: "quay.io/acme/foo"},
-		withSecret("registry.local:5000/acme/foo", "local"))
+		testutil.WithSecret("registry.local:5000/acme/foo", "local"))
 	p := pod(corev1.Container{Name: "c", Image: "ghcr.io/evil/app:v1"})
 	p.Labels = map[string]string{v1alpha1.LabelRewritten: "true"}
 	p.Annotations = map[string]string{
