@@ -63,7 +63,7 @@ func TestDecideSweep(t *testing.T) {
 			want: keep.Sweep{Inventory: keep.Inventory{Tags: []keep.Tag{kept("1", time.Time{})}, LastSweep: now}, Changed: true},
 		},
 		"a tag unused for the retention is deleted, by tag": {
-			inv: keep.Inventory{Tags: []keep.Tag{kept("1", now.Add(-24*time.Hour)), kept("2", time.Time{})}, LastSweep: now.Add(-time.Hour)},
+			inv:  keep.Inventory{Tags: []keep.Tag{kept("1", now.Add(-24*time.Hour)), kept("2", time.Time{})}, LastSweep: now.Add(-time.Hour)},
 			snap: snapshot(pod("web", "nginx:2")), mirrors: []keep.Mirror{day}, now: now, safety: synced,
 			want: keep.Sweep{
 				Inventory: keep.Inventory{Tags: []keep.Tag{kept("1", now.Add(-24*time.Hour)), kept("2", time.Time{})}, LastSweep: now},
@@ -91,18 +91,18 @@ func TestDecideSweep(t *testing.T) {
 			want: keep.Sweep{Inventory: keep.Inventory{Tags: []keep.Tag{kept("1", t0)}, LastSweep: now}, Delete: []keep.Tag{kept("1", t0)}, Due: 1},
 		},
 		"a tag of a mirror without keep settings is left as it is": {
-			inv: keep.Inventory{Tags: []keep.Tag{kept("1", time.Time{}), {Mirror: "gone", Repository: "x.local/docker.io/library/nginx", Tag: "1", UnusedSince: t0}}, LastSweep: now},
+			inv:  keep.Inventory{Tags: []keep.Tag{kept("1", time.Time{}), {Mirror: "gone", Repository: "x.local/docker.io/library/nginx", Tag: "1", UnusedSince: t0}}, LastSweep: now},
 			snap: snapshot(), mirrors: []keep.Mirror{}, now: now, safety: synced,
 			want: keep.Sweep{Inventory: keep.Inventory{Tags: []keep.Tag{kept("1", time.Time{}), {Mirror: "gone", Repository: "x.local/docker.io/library/nginx", Tag: "1", UnusedSince: t0}}, LastSweep: now}},
 		},
 		"caches not synced: nothing stamped, nothing deleted, a used tag still cleared": {
-			inv: keep.Inventory{Tags: []keep.Tag{kept("1", t0), kept("2", time.Time{}), kept("3", t0)}, LastSweep: now.Add(-time.Hour)},
+			inv:  keep.Inventory{Tags: []keep.Tag{kept("1", t0), kept("2", time.Time{}), kept("3", t0)}, LastSweep: now.Add(-time.Hour)},
 			snap: snapshot(pod("web", "nginx:3")), mirrors: []keep.Mirror{day}, now: now, safety: keep.Safety{},
 			want: keep.Sweep{Inventory: keep.Inventory{Tags: []keep.Tag{kept("1", t0), kept("2", time.Time{}), kept("3", time.Time{})}, LastSweep: now.Add(-time.Hour)},
 				Changed: true, Held: keep.HoldUnsynced},
 		},
 		"a failed list: nothing stamped, nothing deleted": {
-			inv: keep.Inventory{Tags: []keep.Tag{kept("1", t0), kept("2", time.Time{})}, LastSweep: now.Add(-time.Hour)},
+			inv:  keep.Inventory{Tags: []keep.Tag{kept("1", t0), kept("2", time.Time{})}, LastSweep: now.Add(-time.Hour)},
 			snap: snapshot(), mirrors: []keep.Mirror{day}, now: now, safety: keep.Safety{Synced: true, ListFailed: true},
 			want: keep.Sweep{Inventory: keep.Inventory{Tags: []keep.Tag{kept("1", t0), kept("2", time.Time{})}, LastSweep: now.Add(-time.Hour)}, Held: keep.HoldListFailed},
 		},

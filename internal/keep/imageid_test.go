@@ -14,8 +14,8 @@ func TestDigestFromImageID(t *testing.T) {
 		ok      bool
 	}{
 		"containerd: repository@digest":                     {imageID: "docker.io/library/nginx@" + digestA, want: digestA, ok: true},
-		"a familiar repository is normalized first":          {imageID: "nginx@" + digestA, want: digestA, ok: true},
-		"dockershim and cri-dockerd: docker-pullable://":     {imageID: "docker-pullable://nginx@" + digestA, want: digestA, ok: true},
+		"a familiar repository is normalized first":         {imageID: "nginx@" + digestA, want: digestA, ok: true},
+		"dockershim and cri-dockerd: docker-pullable://":    {imageID: "docker-pullable://nginx@" + digestA, want: digestA, ok: true},
 		"a tag beside the digest":                           {imageID: "registry.local:5000/app:1@" + digestB, want: digestB, ok: true},
 		"a bare sha256 is the local image ID, not a digest": {imageID: digestA},
 		"docker:// is the local image ID":                   {imageID: "docker://" + digestA},
