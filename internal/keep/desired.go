@@ -151,6 +151,8 @@ func Desired(ix *routing.Index, mirrors []Mirror, snap *Snapshot) Plan {
 		ix:      ix,
 		mirrors: mirrors,
 		keep:    map[wantKey]*Want{},
+		parsed:  map[string]parsedRef{},
+		imageID: map[string]string{},
 		skipped: map[skipKey]string{},
 		used: Used{
 			running:   map[string]struct{}{},
@@ -180,6 +182,49 @@ type desired struct {
 	keep    map[wantKey]*Want
 	skipped map[skipKey]string // the first use by name
 	used    Used
+	// parsed memoizes what is read of each reference and imageID: pods share few images.
+	parsed  map[string]parsedRef
+	imageID map[string]string
+}
+
+// parsedRef is what Desired reads of a reference, once.
+type parsedRef struct {
+	normalized, repository string
+	tagKey, digestKey      string
+	ok                     bool
+}
+
+func (d *desired) parse(ref string) *parsedRef {
+	if p, ok := d.parsed[ref]; ok {
+		return &p
+	}
+	var p parsedRef
+	if n, err := routing.Normalize(ref); err == nil {
+		p.normalized, p.ok = n, true
+		p.repository, _ = routing.Repository(ref)
+		p.tagKey, p.digestKey, _ = refKeys(ref)
+	}
+	d.parsed[ref] = p
+	return &p
+}
+
+func (d *desired) ran(imageID string) string {
+	if dg, ok := d.imageID[imageID]; ok {
+		return dg
+	}
+	dg, _ := DigestFromImageID(imageID)
+	d.imageID[imageID] = dg
+	return dg
+}
+
+// addKeys adds the keys of a parsed reference to a Used set.
+func addKeys(set map[string]struct{}, p *parsedRef) {
+	if p.tagKey != "" {
+		set[p.tagKey] = struct{}{}
+	}
+	if p.digestKey != "" {
+		set[p.digestKey] = struct{}{}
+	}
 }
 
 // use is one image a pod container or a template names.
@@ -200,12 +245,11 @@ func (d *desired) pod(p *Pod, nsLabels labels.Set) {
 	for i := range p.Containers {
 		c := &p.Containers[i]
 		why := "Pod " + p.Namespace + "/" + p.Name + " container " + c.Name
-		addRef(d.used.running, c.Image)
-		ran, known := DigestFromImageID(c.ImageID)
-		if known {
-			if repo, err := routing.Repository(c.Image); err == nil {
-				d.used.running[repo+"@"+ran] = struct{}{}
-			}
+		img := d.parse(c.Image)
+		addKeys(d.used.running, img)
+		ran := d.ran(c.ImageID)
+		if ran != "" && img.ok {
+			d.used.running[img.repository+"@"+ran] = struct{}{}
 		}
 		u := use{origin: c.Image, ranDigest: ran, podLabels: p.Labels, priority: PriorityLive, why: why}
 		if original, recorded := originals[c.Name]; recorded {
@@ -223,7 +267,7 @@ func (d *desired) pod(p *Pod, nsLabels labels.Set) {
 func (d *desired) template(t *Template, nsLabels labels.Set) {
 	why := string(t.Kind) + " " + t.Namespace + "/" + t.Name
 	for _, image := range t.Images {
-		addRef(d.used.templates, image)
+		addKeys(d.used.templates, d.parse(image))
 		u := use{origin: image, podLabels: t.Labels, priority: PriorityTemplate, why: why}
 		d.add(&u, nsLabels, func(m *Mirror) bool { return m.CountTemplates })
 	}
@@ -232,21 +276,21 @@ func (d *desired) template(t *Template, nsLabels labels.Set) {
 // add keeps u's origin on every mirror counts accepts that has a candidate for it.
 func (d *desired) add(u *use, nsLabels labels.Set, counts func(*Mirror) bool) {
 	var cands []routing.Candidate
-	var err error
-	resolved := false
+	var parsed *parsedRef
 	for i := range d.mirrors {
 		m := &d.mirrors[i]
 		if !counts(m) {
 			continue
 		}
-		if !resolved {
-			cands, err = d.ix.Candidates(u.origin, u.podLabels, nsLabels)
-			resolved = true
+		if parsed == nil {
+			if parsed = d.parse(u.origin); !parsed.ok {
+				d.skip(Skip{Image: u.origin, Reason: ReasonInvalidImage, Why: u.why})
+				return
+			}
+			// The only error is the image's, which parse has just accepted.
+			cands, _ = d.ix.Candidates(u.origin, u.podLabels, nsLabels)
 		}
-		if err != nil {
-			d.skip(Skip{Image: u.origin, Reason: ReasonInvalidImage, Why: u.why})
-			return
-		}
+		origin := parsed.normalized
 		src := routing.Source{Kind: routing.KindImageMirror, Name: m.Name}
 		var mine, original *routing.Candidate
 		for j := range cands {
@@ -257,7 +301,6 @@ func (d *desired) add(u *use, nsLabels labels.Set, counts func(*Mirror) bool) {
 				original = c
 			}
 		}
-		origin, _ := routing.Normalize(u.origin)
 		if mine == nil {
 			d.skip(Skip{Mirror: m.Name, Image: origin, Reason: notCovered(m, origin), Why: u.why})
 			continue
@@ -269,7 +312,7 @@ func (d *desired) add(u *use, nsLabels labels.Set, counts func(*Mirror) bool) {
 		w := Want{
 			Mirror:      m.Name,
 			Origin:      origin,
-			Digest:      pinnedDigest(origin),
+			Digest:      digestOfKey(parsed.digestKey),
 			Destination: mine.Reference,
 			Priority:    u.priority,
 			Why:         u.why,

@@ -49,10 +49,9 @@ func refKeys(ref string) (tagKey, digestKey string, ok bool) {
 	return tagKey, digestKey, true
 }
 
-// pinnedDigest is the digest an image reference pins, "" when none.
-func pinnedDigest(ref string) string {
-	_, d, _ := refKeys(ref)
-	_, digest, _ := strings.Cut(d, "@")
+// digestOfKey is the digest of a "repository@digest" key, "" for none.
+func digestOfKey(key string) string {
+	_, digest, _ := strings.Cut(key, "@")
 	return digest
 }
 
