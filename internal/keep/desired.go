@@ -116,21 +116,21 @@ type Used struct {
 // Has reports whether the tag (and, when known, the digest under it) of repository is in use;
 // countTemplates says whether the images templates name directly count.
 func (u *Used) Has(repository, tag, digest string, countTemplates bool) bool {
-	for _, k := range [2]string{repository + ":" + tag, repository + "@" + digest} {
-		if k == repository+"@" {
-			continue
-		}
-		if _, ok := u.running[k]; ok {
-			return true
-		}
-		if _, ok := u.wanted[k]; ok {
-			return true
-		}
-		if _, ok := u.templates[k]; ok && countTemplates {
-			return true
-		}
+	if u.has(repository+":"+tag, countTemplates) {
+		return true
 	}
-	return false
+	return digest != "" && u.has(repository+"@"+digest, countTemplates)
+}
+
+func (u *Used) has(key string, countTemplates bool) bool {
+	if _, ok := u.running[key]; ok {
+		return true
+	}
+	if _, ok := u.wanted[key]; ok {
+		return true
+	}
+	_, ok := u.templates[key]
+	return ok && countTemplates
 }
 
 func addRef(set map[string]struct{}, ref string) {
@@ -255,7 +255,11 @@ func (d *desired) pod(p *Pod, nsLabels labels.Set) {
 		if original, recorded := originals[c.Name]; recorded {
 			src, named := by[c.Name]
 			if !named || len(d.ix.Recorded(original, c.Image, src, p.Labels, nsLabels)) == 0 {
-				d.skip(Skip{Image: original, Reason: ReasonUnverifiedRecord, Why: why})
+				claimed := original
+				if o := d.parse(original); o.ok {
+					claimed = o.normalized
+				}
+				d.skip(Skip{Image: claimed, Reason: ReasonUnverifiedRecord, Why: why})
 				continue
 			}
 			u.origin, u.routedBy = original, src

@@ -52,7 +52,7 @@ func TestDesired(t *testing.T) {
 		"an original-images record naming no resource keeps nothing, not even the spec image": {
 			mirrors: []keep.Mirror{keepMirror},
 			snap:    snapshot(routed(pod("web", "redis:7"), "nginx:1", "")),
-			skipped: []keep.Skip{{Image: "nginx:1", Reason: keep.ReasonUnverifiedRecord, Why: "Pod default/web container c0"}},
+			skipped: []keep.Skip{{Image: nginx, Reason: keep.ReasonUnverifiedRecord, Why: "Pod default/web container c0"}},
 		},
 		"a record naming a resource that does not select the pod keeps nothing": {
 			mirrors: []keep.Mirror{keepMirror},
@@ -167,6 +167,23 @@ func TestDesired(t *testing.T) {
 			mirrors: []keep.Mirror{keepMirror, team},
 			snap:    snapshot(pod("web", "Not/An:Image:")),
 			skipped: []keep.Skip{{Image: "Not/An:Image:", Reason: keep.ReasonInvalidImage, Why: "Pod default/web container c0"}},
+		},
+		"a dry-run mirror routes nothing, so it keeps nothing": {
+			mirrors: []keep.Mirror{{Name: "dry", Destination: "dry.local/m/"}},
+			snap:    snapshot(pod("web", "nginx:1")),
+			skipped: []keep.Skip{{Mirror: "dry", Image: nginx, Reason: keep.ReasonNotCovered, Why: "Pod default/web container c0"}},
+		},
+		"two keep-enabled mirrors on one pod: one Want each, each its own destination": {
+			mirrors: []keep.Mirror{keepMirror, team},
+			snap:    snapshot(withImageID(teamPod, 0, "docker.io/library/nginx@"+digestA)),
+			keep: []keep.Want{
+				{Mirror: "keep", Origin: "docker.io/library/busybox:1", Destination: "mirror.local/kuik/docker.io/library/busybox:1",
+					Priority: keep.PriorityLive, Why: "Pod default/web container c1"},
+				{Mirror: "keep", Origin: nginx, Digest: digestA, Destination: nginxDest, Priority: keep.PriorityLive, Why: "Pod default/web container c0"},
+				{Mirror: "team", Origin: nginx, Digest: digestA, Destination: "team.local/m/docker.io/library/nginx:1",
+					Priority: keep.PriorityLive, Why: "Pod default/web container c0"},
+			},
+			skipped: []keep.Skip{{Mirror: "team", Image: "docker.io/library/busybox:1", Reason: keep.ReasonNotCovered, Why: "Pod default/web container c1"}},
 		},
 		"no keep-enabled mirror keeps nothing": {
 			snap: snapshot(pod("web", "nginx:1")),

@@ -2,6 +2,7 @@ package keep_test
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -23,7 +24,8 @@ const (
 var keepMirror = keep.Mirror{Name: "keep", Destination: dest, CountTemplates: true}
 
 // resources: the mirror "keep" (Always) for every pod; the mirror "team" (OnFailure, keep
-// disabled in most tests) for pods labelled team=a, excluding busybox; an alternative "alt"
+// disabled in most tests) for pods labelled team=a, excluding busybox; the mirror "dry" (a dry
+// run, which routes nothing); an alternative "alt"
 // between quay.io/acme/app (which needs a credential) and ghcr.io/acme/app.
 func index(t testing.TB) *routing.Index {
 	t.Helper()
@@ -37,6 +39,7 @@ func index(t testing.TB) *routing.Index {
 			testutil.NewImageMirror("keep", dest).Policy(v1alpha1.RewritePolicyAlways).Build(),
 			testutil.NewImageMirror("team", "team.local/m/").
 				PodSelector(map[string]string{"team": "a"}).Exclude("docker.io/library/busybox").Build(),
+			testutil.NewImageMirror("dry", "dry.local/m/").DryRun().Build(),
 		})
 	if len(errs) > 0 {
 		t.Fatalf("NewIndex: %v", errs)
@@ -55,6 +58,7 @@ func pod(name string, images ...string) keep.Pod {
 
 // withImageID sets the imageID of container i.
 func withImageID(p keep.Pod, i int, imageID string) keep.Pod {
+	p.Containers = slices.Clone(p.Containers)
 	p.Containers[i].ImageID = imageID
 	return p
 }
