@@ -17,7 +17,7 @@ import (
 type Priority int
 
 const (
-	// PriorityTemplate: an image only a workload template names (and, later, a retained tag).
+	// PriorityTemplate: an image only a workload template names, or a retained tag.
 	PriorityTemplate Priority = iota + 1
 	// PriorityLive: an image a live pod runs from elsewhere (a first copy).
 	PriorityLive

@@ -14,14 +14,16 @@
 //     Source is the mirror: the webhook's own reference, no second naming.
 //   - No candidate, no copy: not selected, excluded, under the mirror's own destination (no
 //     loops), or a host the mirror cannot name. Each is a [Skip] with its [Reason].
-//   - The digest is the node's (status imageID, see [DigestFromImageID]) when the container
-//     runs the origin or this mirror's copy; the origin's pinned digest first; else empty, to
-//     be resolved by tag. A bare "sha256:…" imageID is the local image ID and is not used.
+//   - The digest is the one the origin pins, else the node's (status imageID, see
+//     [DigestFromImageID]) when the container runs the origin or this mirror's copy, else
+//     empty: resolved by tag. A bare "sha256:…" imageID is the local image ID: not used.
 //   - A source the routing core lends a credential (an alternative entry equal to it) is kept
 //     only with AllowPrivateSources; the credential goes with the [Want], never the pod's
 //     imagePullSecrets.
 //   - Priority: PriorityRouted (pods run this mirror's reference now) > PriorityLive (a live
 //     pod runs it elsewhere) > PriorityTemplate. One [Want] per (mirror, destination).
+//   - [Retained] adds the inventoried tags no longer wanted but within retention, at
+//     PriorityTemplate, for the self-heal.
 //
 // # What may be deleted: [DecideSweep]
 //
@@ -43,7 +45,8 @@
 //   - I/O: the informers that fill a Snapshot, the registry copies (internal/keep/transfer),
 //     the tag deletions and the ImageMirror status.
 //   - Persistence of the Inventory (before the first push into a repository) and clusterID.
-//   - Wiring into cmd/keeper; retained tags in the self-heal list; referrers and cosign tags.
+//   - Wiring into cmd/keeper; referrers and cosign sibling tags.
+//   - A clock that jumps forward is not detected: it looks like downtime (10 % bound only).
 //   - A digest-only destination (origin nginx@sha256:…) has no tag: it is kept, never
 //     collected by kuik.
 //
@@ -52,5 +55,5 @@
 //	input.go     what the caller gathers: Mirror, Snapshot, Pod, Container, Template
 //	desired.go   Desired: Plan, Want, Skip, Priority, Reason, Used
 //	imageid.go   DigestFromImageID, and the reference keys Used is made of
-//	gc.go        DecideSweep: Inventory, Tag, Safety, Hold, Sweep
+//	gc.go        DecideSweep: Inventory, Tag, Safety, Hold, Sweep; Retained, TagOf
 package keep

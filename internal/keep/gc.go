@@ -23,6 +23,8 @@ type Tag struct {
 	Tag        string `json:"tag"`
 	// Digest is what kuik pushed under the tag, when known.
 	Digest string `json:"digest,omitempty"`
+	// Origin is the image the tag is a copy of, for the self-heal of a retained tag.
+	Origin string `json:"origin,omitempty"`
 	// UnusedSince is the first sweep that found the tag unused; zero while in use.
 	UnusedSince time.Time `json:"unusedSince,omitzero"`
 }
@@ -36,7 +38,38 @@ func TagOf(w *Want) (Tag, bool) {
 	if !ok {
 		return Tag{}, false
 	}
-	return Tag{Mirror: w.Mirror, Repository: repo, Tag: tag, Digest: w.Digest}, true
+	return Tag{Mirror: w.Mirror, Repository: repo, Tag: tag, Digest: w.Digest, Origin: w.Origin}, true
+}
+
+// Retained are the Wants of the inventoried tags that plan does not want any more but that stay
+// within their mirror's retention at now, at PriorityTemplate, so that a retained tag deleted
+// behind kuik's back is copied back. A tag with no recorded Origin, or of a mirror not in
+// mirrors, is left out. Sorted like Plan.Keep.
+func Retained(inv Inventory, plan *Plan, mirrors []Mirror, now time.Time) []Want {
+	var out []Want
+	for i := range inv.Tags {
+		t := &inv.Tags[i]
+		j := slices.IndexFunc(mirrors, func(m Mirror) bool { return m.Name == t.Mirror })
+		if j < 0 || t.Origin == "" {
+			continue
+		}
+		ref := t.Repository + ":" + t.Tag
+		if _, wanted := plan.Used.wanted[ref]; wanted {
+			continue
+		}
+		why := "retained"
+		if !t.UnusedSince.IsZero() {
+			if now.Sub(t.UnusedSince) >= mirrors[j].retention() {
+				continue
+			}
+			why = "retained, unused since " + t.UnusedSince.UTC().Format(time.RFC3339)
+		}
+		out = append(out, Want{Mirror: t.Mirror, Origin: t.Origin, Digest: t.Digest, Destination: ref, Priority: PriorityTemplate, Why: why})
+	}
+	slices.SortFunc(out, func(a, b Want) int {
+		return cmp.Or(strings.Compare(a.Mirror, b.Mirror), strings.Compare(a.Destination, b.Destination))
+	})
+	return out
 }
 
 // With returns the inventory with t added, or with the digest of the same tag updated; changed

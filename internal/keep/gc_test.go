@@ -180,8 +180,8 @@ func TestTagOf(t *testing.T) {
 		tagged bool
 	}{
 		"a tagged destination": {
-			want:   keep.Want{Mirror: "keep", Destination: nginxRepo + ":1", Digest: digestA},
-			tag:    keep.Tag{Mirror: "keep", Repository: nginxRepo, Tag: "1", Digest: digestA},
+			want:   keep.Want{Mirror: "keep", Origin: "docker.io/library/nginx:1", Destination: nginxRepo + ":1", Digest: digestA},
+			tag:    keep.Tag{Mirror: "keep", Repository: nginxRepo, Tag: "1", Digest: digestA, Origin: "docker.io/library/nginx:1"},
 			tagged: true,
 		},
 		"a tag and a digest": {
@@ -199,5 +199,30 @@ func TestTagOf(t *testing.T) {
 				t.Errorf("TagOf: tagged %v, want %v (-want +got):\n%s", ok, tc.tagged, diff)
 			}
 		})
+	}
+}
+
+func TestRetained(t *testing.T) {
+	ix := index(t)
+	day := keepMirror
+	day.Retention = 24 * time.Hour
+	now := t0.Add(48 * time.Hour)
+	withOrigin := func(tag keep.Tag, origin string) keep.Tag { tag.Origin = origin; return tag }
+	inv := keep.Inventory{Tags: []keep.Tag{
+		withOrigin(kept("1", time.Time{}), "docker.io/library/nginx:1"),            // wanted: a pod runs it
+		withOrigin(kept("2", now.Add(-23*time.Hour)), "docker.io/library/nginx:2"), // within retention
+		withOrigin(kept("3", now.Add(-24*time.Hour)), "docker.io/library/nginx:3"), // past retention
+		withOrigin(kept("4", time.Time{}), "docker.io/library/nginx:4"),            // not stamped yet
+		kept("5", time.Time{}), // no recorded origin
+		{Mirror: "gone", Repository: "x.local/docker.io/library/nginx", Tag: "1", Origin: "docker.io/library/nginx:1"},
+	}}
+	plan := keep.Desired(ix, []keep.Mirror{day}, snapshot(pod("web", "nginx:1")))
+	want := []keep.Want{
+		{Mirror: "keep", Origin: "docker.io/library/nginx:2", Destination: nginxRepo + ":2", Priority: keep.PriorityTemplate,
+			Why: "retained, unused since " + now.Add(-23*time.Hour).Format(time.RFC3339)},
+		{Mirror: "keep", Origin: "docker.io/library/nginx:4", Destination: nginxRepo + ":4", Priority: keep.PriorityTemplate, Why: "retained"},
+	}
+	if diff := cmp.Diff(want, keep.Retained(inv, &plan, []keep.Mirror{day}, now)); diff != "" {
+		t.Errorf("Retained (-want +got):\n%s", diff)
 	}
 }
