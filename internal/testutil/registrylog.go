@@ -3,6 +3,7 @@ package testutil
 import (
 	"bytes"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -69,6 +70,7 @@ func NewFront(t testing.TB, r *Registry) *Front {
 	proxy := &httputil.ReverseProxy{
 		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
 		FlushInterval: -1,
+		ErrorLog:      log.New(io.Discard, "", 0),
 		ModifyResponse: func(resp *http.Response) error {
 			if fn := f.respond.Load(); fn != nil {
 				(*fn)(resp)

@@ -497,12 +497,13 @@ func isKnownDistributable(mt types.MediaType) bool {
 	return mt == types.DockerLayer || mt == types.OCILayer || mt == types.OCILayerZStd || mt == types.OCIUncompressedLayer
 }
 
-// copyBlobs writes the blobs the destination lacks, Jobs at a time.
+// copyBlobs writes the blobs the destination lacks, Jobs at a time. A failed blob does not
+// cancel the others: what commits now is not uploaded again by the retry.
 func (c *copier) copyBlobs(ctx context.Context, blobs map[v1.Hash]v1.Descriptor) error {
-	g, gctx := errgroup.WithContext(ctx)
+	var g errgroup.Group
 	g.SetLimit(c.opts.Jobs)
 	for _, d := range blobs {
-		g.Go(func() error { return c.copyBlob(gctx, d) })
+		g.Go(func() error { return c.copyBlob(ctx, d) })
 	}
 	return g.Wait()
 }
