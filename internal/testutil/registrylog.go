@@ -48,7 +48,7 @@ type Front struct {
 
 	srv        *httptest.Server
 	mu         sync.Mutex
-	log        []Request
+	log        []*entry
 	stallAfter atomic.Int64
 	failUpload atomic.Bool
 	stalled    atomic.Int64
@@ -79,21 +79,19 @@ func NewFront(t testing.TB, r *Registry) *Front {
 		},
 	}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		rec := Request{Method: req.Method, Path: req.URL.Path, Query: req.URL.RawQuery, Kind: kindOf(req.URL.Path)}
-		cw := &countingWriter{ResponseWriter: w, status: http.StatusOK}
-		var in int64
-		defer func() {
-			rec.Status, rec.Out, rec.In = cw.status, cw.n, atomic.LoadInt64(&in)
-			f.mu.Lock()
-			f.log = append(f.log, rec)
-			f.mu.Unlock()
-		}()
-		body := &countingBody{rc: req.Body, n: &in}
-		req.Body = body
+		// The entry is logged before the answer, so a client that got its answer sees it.
+		e := &entry{req: Request{Method: req.Method, Path: req.URL.Path, Query: req.URL.RawQuery, Kind: kindOf(req.URL.Path)}}
+		e.status.Store(http.StatusOK)
+		f.mu.Lock()
+		f.log = append(f.log, e)
+		f.mu.Unlock()
+		cw := &countingWriter{ResponseWriter: w, e: e}
+		req.Body = &countingBody{rc: req.Body, n: &e.in}
+		kind := e.req.Kind
 		if fn := f.intercept.Load(); fn != nil && (*fn)(cw, req) {
 			return
 		}
-		if rec.Kind == KindUpload && (req.Method == http.MethodPatch || req.Method == http.MethodPut) {
+		if kind == KindUpload && (req.Method == http.MethodPatch || req.Method == http.MethodPut) {
 			if after := f.stallAfter.Load(); after > 0 && f.stall(cw, req, after) {
 				return
 			}
@@ -172,7 +170,13 @@ func (f *Front) Intercept(fn func(http.ResponseWriter, *http.Request) bool) {
 func (f *Front) Requests() []Request {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]Request(nil), f.log...)
+	out := make([]Request, 0, len(f.log))
+	for _, e := range f.log {
+		r := e.req
+		r.Status, r.In, r.Out = int(e.status.Load()), e.in.Load(), e.out.Load()
+		out = append(out, r)
+	}
+	return out
 }
 
 // Reset forgets the logged requests.
@@ -249,17 +253,24 @@ func kindOf(path string) Kind {
 	return KindOther
 }
 
+// entry is a logged request whose status and byte counts fill in as it runs.
+type entry struct {
+	req     Request
+	status  atomic.Int64
+	in, out atomic.Int64
+}
+
 // countingWriter records the status and counts body bytes written.
 type countingWriter struct {
 	http.ResponseWriter
-	status      int
+	e           *entry
 	wroteHeader bool
-	n           int64
 }
 
 func (w *countingWriter) WriteHeader(code int) {
 	if !w.wroteHeader {
-		w.status, w.wroteHeader = code, true
+		w.e.status.Store(int64(code))
+		w.wroteHeader = true
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -267,7 +278,7 @@ func (w *countingWriter) WriteHeader(code int) {
 func (w *countingWriter) Write(p []byte) (int, error) {
 	w.wroteHeader = true
 	n, err := w.ResponseWriter.Write(p)
-	w.n += int64(n)
+	w.e.out.Add(int64(n))
 	return n, err
 }
 
@@ -281,12 +292,12 @@ func (w *countingWriter) Flush() {
 // countingBody counts bytes read from a request body.
 type countingBody struct {
 	rc io.ReadCloser
-	n  *int64
+	n  *atomic.Int64
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
-	atomic.AddInt64(b.n, int64(n))
+	b.n.Add(int64(n))
 	return n, err
 }
 

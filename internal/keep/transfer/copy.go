@@ -104,6 +104,7 @@ type copier struct {
 	opts       Options
 	src, dst   name.Reference
 	puller     *remote.Puller
+	srcOpts    []remote.Option
 	dstPuller  *remote.Puller
 	pusher     *remote.Pusher
 	blobs      atomic.Int64
@@ -147,7 +148,8 @@ func newCopier(src, dst name.Reference, opts Options) (*copier, error) {
 	dstRT := progressTransport{baseTransport(opts.Transport, opts.DestInsecure)}
 	c := &copier{opts: opts, src: src, dst: dst}
 	c.sameOrigin = src.Context().RegistryStr() == dst.Context().RegistryStr()
-	if c.puller, err = remote.NewPuller(remoteOptions(srcInner, opts.SourceAuth, opts.SourceKeychain, opts)...); err != nil {
+	c.srcOpts = remoteOptions(srcInner, opts.SourceAuth, opts.SourceKeychain, opts)
+	if c.puller, err = remote.NewPuller(c.srcOpts...); err != nil {
 		return nil, err
 	}
 	dstOpts := remoteOptions(dstRT, opts.DestAuth, opts.DestKeychain, opts)
