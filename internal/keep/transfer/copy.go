@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -180,7 +181,7 @@ func baseTransport(rt http.RoundTripper, insecure bool) http.RoundTripper {
 	if t.TLSClientConfig == nil {
 		t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	t.TLSClientConfig.InsecureSkipVerify = true //nolint:gosec // the caller asked for an insecure registry
+	t.TLSClientConfig.InsecureSkipVerify = true
 	return t
 }
 
@@ -208,7 +209,7 @@ func retryable(err error) bool {
 		}
 		return false
 	}
-	return errors.Is(err, io.ErrUnexpectedEOF)
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // remoteOptions are the go-containerregistry options of one side.
@@ -601,7 +602,7 @@ func (r *progressReader) Read(p []byte) (int, error) {
 		r.b.wd.poke()
 		r.b.c.bytes.Add(int64(n))
 	}
-	if err != nil && err != io.EOF { //nolint:errorlint // io.Reader returns io.EOF itself
+	if err != nil && err != io.EOF {
 		r.b.setErr(err)
 	}
 	return n, err

@@ -303,12 +303,40 @@ func TestNewImageTakesOnePlusNManifestGETs(t *testing.T) {
 func TestMountsWithinOneRegistry(t *testing.T) {
 	reg := newSide(t, "one")
 	reg.attested(t, "lib/app", "v1", 1<<16)
+	// go-containerregistry's registry shares blobs between repositories; answer 404 to blob
+	// HEADs in m/ as a registry with per-repository blobs does, so only a mount avoids bytes.
+	// It has no mount either: answer a mount from lib/app with 201 when the blob is there.
+	reg.front.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodHead && strings.HasPrefix(r.URL.Path, "/v2/m/") && strings.Contains(r.URL.Path, "/blobs/sha256:") {
+			w.WriteHeader(http.StatusNotFound)
+			return true
+		}
+		q := r.URL.Query()
+		if r.Method == http.MethodPost && q.Get("mount") != "" && q.Get("from") == "lib/app" {
+			req, _ := http.NewRequest(http.MethodHead, "http://"+reg.reg.Host+"/v2/lib/app/blobs/"+q.Get("mount"), nil)
+			req.SetBasicAuth("one", "pw-one")
+			if resp, err := http.DefaultClient.Do(req); err == nil && resp.StatusCode == http.StatusOK {
+				resp.Body.Close()
+				w.Header().Set("Location", strings.TrimSuffix(r.URL.Path, "uploads/")+q.Get("mount"))
+				w.Header().Set("Docker-Content-Digest", q.Get("mount"))
+				w.WriteHeader(http.StatusCreated)
+				return true
+			}
+		}
+		return false
+	})
 	res, err := Copy(t.Context(), reg.ref(t, "lib/app:v1"), reg.ref(t, "m/app:v1"), options(reg, reg))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Bytes != 0 || reg.front.DownloadedBytes() != 0 {
-		t.Fatalf("%d blob bytes streamed, want 0 (mounted)", res.Bytes)
+	mounted := 0
+	for _, r := range reg.front.Requests() {
+		if r.Method == http.MethodPost && r.Kind == testutil.KindUpload && strings.Contains(r.Query, "mount=") && r.Status == http.StatusCreated {
+			mounted++
+		}
+	}
+	if res.Bytes != 0 || reg.front.DownloadedBytes() != 0 || reg.front.UploadedBytes() != 0 || mounted != 10 {
+		t.Fatalf("%d blob bytes streamed, %d mounted; want 0 bytes and the 10 blobs mounted", res.Bytes, mounted)
 	}
 }
 
@@ -518,5 +546,30 @@ func TestTooManyRequestsFreezesThatHostOnly(t *testing.T) {
 	otherOpts.Pacer = pacer
 	if _, err := Copy(t.Context(), other.ref(t, "lib/c:v1"), dst.ref(t, "m/c:v1"), otherOpts); err != nil {
 		t.Fatalf("another host: %v", err)
+	}
+}
+
+func TestStalledSourceIsAbandoned(t *testing.T) {
+	src, dst := newSide(t, "src"), newSide(t, "dst")
+	src.attested(t, "lib/app", "v1", 1<<20)
+	src.front.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodGet || !strings.Contains(r.URL.Path, "/blobs/sha256:") {
+			return false
+		}
+		// Headers, then not a byte of the body.
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		return true
+	})
+	opts := options(src, dst)
+	opts.StallTimeout = 300 * time.Millisecond
+	start := time.Now()
+	_, err := Copy(t.Context(), src.ref(t, "lib/app:v1"), dst.ref(t, "m/app:v1"), opts)
+	if ReasonOf(err) != Stalled {
+		t.Fatalf("got %v, want Stalled", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("abandoned after %s", took)
 	}
 }

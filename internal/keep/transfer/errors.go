@@ -86,10 +86,10 @@ func classify(s side, err error, format string, args ...any) error {
 	}
 	var te *transport.Error
 	if errors.As(err, &te) {
-		switch {
-		case te.StatusCode == http.StatusTooManyRequests:
+		switch te.StatusCode {
+		case http.StatusTooManyRequests:
 			return &Error{Reason: QuotaExceeded, Err: wrapped}
-		case te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden:
+		case http.StatusUnauthorized, http.StatusForbidden:
 			return &Error{Reason: AuthRequired, Err: wrapped}
 		}
 	}
