@@ -169,3 +169,24 @@ func TestParseRateLimit(t *testing.T) {
 		}
 	}
 }
+
+func TestParsePinned(t *testing.T) {
+	const d = "sha256:9c12ed22b3b2ac443f5e53110b6daeaa0de1489c77426416c9e252af7c55bb55"
+	for in, want := range map[string]struct{ ref, digest string }{
+		"r.example/lib/app:v1@" + d: {"r.example/lib/app:v1", d},
+		"r.example/lib/app@" + d:    {"r.example/lib/app@" + d, d},
+		"r.example/lib/app:v1":      {"r.example/lib/app:v1", ""},
+	} {
+		ref, h, err := ParsePinned(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if h.Hex != "" {
+			got = h.String()
+		}
+		if ref.String() != want.ref || got != want.digest {
+			t.Errorf("ParsePinned(%q) = %s %s, want %+v", in, ref, got, want)
+		}
+	}
+}
