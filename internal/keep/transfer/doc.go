@@ -1,0 +1,67 @@
+// Package transfer copies images between registries for the keeper, with
+// go-containerregistry: verbatim, destination first, the tag last, paced per source host.
+//
+// # What it holds
+//
+//   - Copy: one image, every platform, the raw manifest bytes, so the destination digest
+//     equals the source digest. Nothing is re-serialised.
+//   - CopyReferrers: the cosign sibling tags (sha256-<hex>.sig/.att/.sbom) and the OCI
+//     referrers of a digest, each copied by Copy.
+//   - Pacer: a budget of manifest GETs per source host, and the transport that feeds it.
+//   - Reason and Error: why a copy failed, in the words of ImageMirror status.keep.
+//
+// # How Copy proceeds
+//
+//  1. HEAD the destination tag. It has the expected digest: done, 0 source requests.
+//  2. HEAD the destination by digest. Present: read those bytes from the destination and
+//     PUT the tag, 0 source GETs.
+//  3. HEAD the source (free on Docker Hub) to learn the digest. With Options.Digest (the
+//     node's imageID) or a tag@digest source, a tag that moved is refused (ErrTagMoved).
+//     Steps 1 and 2 run again with the digest learnt.
+//  4. GET the top manifest by digest, then the children the destination lacks, by digest:
+//     1 + N manifest GETs for a new N-platform image, each granted by the Pacer first.
+//  5. Blobs, Options.Jobs at a time: HEAD at the destination, a mount when source and
+//     destination share a registry, else a streamed GET → PUT whose digest is verified.
+//     Memory does not grow with layer size.
+//  6. Children by digest, deepest first; the tag last; then HEAD the tag == digest.
+//
+// # Failures
+//
+// | Reason            | when                                                           |
+// |-------------------|----------------------------------------------------------------|
+// | SourceUnavailable | source 404 or 5xx, unreachable, unparsable, or its tag moved   |
+// | QuotaExceeded     | source 429, or the Pacer: host frozen or at its reserve        |
+// | AuthRequired      | source 401 or 403                                              |
+// | PushFailed        | any destination error (a destination 429 included)             |
+// | TooLarge          | the missing blobs sum to more than Options.MaxSize             |
+// | Stalled           | a blob moved no byte for Options.StallTimeout                  |
+//
+// A failed blob does not cancel the others, and the tag is written last, so a retry only
+// uploads what did not commit: committed blobs answer the HEAD.
+//
+// # Retries and pacing
+//
+// go-containerregistry retries 429 by default. Copy sets remote.WithRetryStatusCodes to
+// 408, 500, 502, 503 and 504 and a predicate that never retries a 429, a frozen host or a
+// cancelled context. The Pacer's transport learns ratelimit-limit and ratelimit-remaining
+// (Docker Hub's "100;w=21600"), keeps Reserve of the limit unspent, and on a 429 freezes
+// the host until Retry-After or ratelimit-reset. Requests to a frozen host fail at once,
+// unsent. Other hosts keep going.
+//
+// # Credentials
+//
+// Options carries one credential per side. The source credential is the caller's choice
+// (a routing resource's auth, a provider's, or anonymous), never the pod's own
+// imagePullSecrets.
+//
+// # Not done yet
+//
+//   - The keeper's queue and priorities: Pacer.Wait refuses with a RetryAt, and the caller
+//     reschedules.
+//   - A destination mount from a sibling destination repository (a digest → repository
+//     map); today a mount is tried only from the source repository on the same registry.
+//   - Pacing the N children before the top GET: the top manifest is spent even when the
+//     children are then refused by the reserve.
+//   - Resuming a partly uploaded blob (chunked PATCH with a Range): a stalled blob restarts.
+//   - Metrics (bytes, stalls, budget left) and events.
+package transfer
