@@ -152,7 +152,7 @@ func Desired(ix *routing.Index, mirrors []Mirror, snap *Snapshot) Plan {
 		mirrors: mirrors,
 		keep:    map[wantKey]*Want{},
 		parsed:  map[string]parsedRef{},
-		imageID: map[string]string{},
+		imageID: map[string]imageRef{},
 		skipped: map[skipKey]string{},
 		used: Used{
 			running:   map[string]struct{}{},
@@ -184,7 +184,7 @@ type desired struct {
 	used    Used
 	// parsed memoizes what is read of each reference and imageID: pods share few images.
 	parsed  map[string]parsedRef
-	imageID map[string]string
+	imageID map[string]imageRef
 }
 
 // parsedRef is what Desired reads of a reference, once.
@@ -208,13 +208,30 @@ func (d *desired) parse(ref string) *parsedRef {
 	return &p
 }
 
-func (d *desired) ran(imageID string) string {
-	if dg, ok := d.imageID[imageID]; ok {
-		return dg
+// imageRef is what an imageID names: a repository and a digest.
+type imageRef struct{ repository, digest string }
+
+// ran is the digest the node runs for the container, "" when unknown or not to be trusted:
+// the status must be of the spec image (not of a container started before the spec image was
+// changed in place), and the imageID must name the spec image's repository (a digest of
+// another repository may be other bytes under the same tag).
+func (d *desired) ran(c *Container, spec *parsedRef) string {
+	if c.ImageID == "" || !spec.ok {
+		return ""
 	}
-	dg, _ := DigestFromImageID(imageID)
-	d.imageID[imageID] = dg
-	return dg
+	if st := d.parse(c.StatusImage); !st.ok || st.normalized != spec.normalized {
+		return ""
+	}
+	id, ok := d.imageID[c.ImageID]
+	if !ok {
+		id.digest, _ = DigestFromImageID(c.ImageID)
+		id.repository, _ = routing.Repository(strings.TrimPrefix(c.ImageID, dockerPullable))
+		d.imageID[c.ImageID] = id
+	}
+	if id.repository != spec.repository {
+		return ""
+	}
+	return id.digest
 }
 
 // addKeys adds the keys of a parsed reference to a Used set.
@@ -247,7 +264,7 @@ func (d *desired) pod(p *Pod, nsLabels labels.Set) {
 		why := "Pod " + p.Namespace + "/" + p.Name + " container " + c.Name
 		img := d.parse(c.Image)
 		addKeys(d.used.running, img)
-		ran := d.ran(c.ImageID)
+		ran := d.ran(c, img)
 		if ran != "" && img.ok {
 			d.used.running[img.repository+"@"+ran] = struct{}{}
 		}

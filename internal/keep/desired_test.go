@@ -90,6 +90,19 @@ func TestDesired(t *testing.T) {
 			keep: []keep.Want{{Mirror: "keep", Origin: "quay.io/acme/app:2", Destination: "mirror.local/kuik/quay.io/acme/app:2",
 				Priority: keep.PriorityLive, Why: "Pod default/web container c0", SourceAuth: quayAuth}},
 		},
+		"a spec image changed in place does not take the old container's digest: resolved by tag": {
+			mirrors: []keep.Mirror{keepMirror},
+			snap: snapshot(withStatusImage(withImageID(pod("web", "nginx:1"), 0, "docker.io/library/nginx@"+digestA),
+				0, "nginx:0.9")),
+			keep: []keep.Want{{Mirror: "keep", Origin: nginx, Destination: nginxDest,
+				Priority: keep.PriorityLive, Why: "Pod default/web container c0"}},
+		},
+		"an imageID of another repository is not the spec image's digest: resolved by tag": {
+			mirrors: []keep.Mirror{keepMirror},
+			snap:    snapshot(withImageID(pod("web", "nginx:1"), 0, "docker.io/evil/nginx@"+digestA)),
+			keep: []keep.Want{{Mirror: "keep", Origin: nginx, Destination: nginxDest,
+				Priority: keep.PriorityLive, Why: "Pod default/web container c0"}},
+		},
 		"a bare sha256 imageID is the local image ID: the digest is resolved by tag": {
 			mirrors: []keep.Mirror{keepMirror},
 			snap:    snapshot(withImageID(pod("web", "nginx:1"), 0, digestA)),

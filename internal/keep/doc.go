@@ -49,6 +49,13 @@
 //   - A clock that jumps forward is not detected: it looks like downtime (10 % bound only).
 //   - A digest-only destination (origin nginx@sha256:…) has no tag: it is kept, never
 //     collected by kuik.
+//   - A tag that moves keeps one digest in the Inventory: a digest pods still run but no tag
+//     names (Want.OtherDigests) is unprotected from the registry's untagged-manifest GC.
+//   - Retained re-copies a retained tag without checking again that the mirror still covers
+//     the origin or still allows a private source, and without its source credential.
+//   - Mirrors are named through Index.Candidates, so a mirror with rewritePolicy None or a
+//     dry run (left out of the index) keeps nothing yet: routing.MirrorReference is the
+//     shared naming function to use for those.
 //
 // # Where things are
 //

@@ -194,7 +194,9 @@ func DecideSweep(inv Inventory, plan *Plan, mirrors []Mirror, now time.Time, saf
 	if held == HoldUnsynced || held == HoldListFailed {
 		return s
 	}
-	if now.After(s.Inventory.LastSweep) {
+	// A doubted clock is not recorded: a time that jumped ahead, once persisted, would hold
+	// every sweep until real time caught up with it.
+	if held == "" && now.After(s.Inventory.LastSweep) {
 		s.Inventory.LastSweep, s.Changed = now, true
 	}
 	if held != "" {

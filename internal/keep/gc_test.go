@@ -112,10 +112,10 @@ func TestDecideSweep(t *testing.T) {
 			want: keep.Sweep{Inventory: keep.Inventory{Tags: []keep.Tag{kept("1", t0), kept("2", now.Add(time.Hour))}, LastSweep: now.Add(time.Hour)},
 				Changed: true, Due: 1, Held: keep.HoldClockDoubt},
 		},
-		"a clock the caller doubts: nothing deleted": {
+		"a clock the caller doubts: nothing deleted, and its time is not recorded as the last sweep": {
 			inv:  keep.Inventory{Tags: []keep.Tag{kept("1", t0)}, LastSweep: now.Add(-time.Hour)},
 			snap: snapshot(), mirrors: []keep.Mirror{day}, now: now, safety: keep.Safety{Synced: true, ClockDoubt: true},
-			want: keep.Sweep{Inventory: keep.Inventory{Tags: []keep.Tag{kept("1", t0)}, LastSweep: now}, Changed: true, Due: 1, Held: keep.HoldClockDoubt},
+			want: keep.Sweep{Inventory: keep.Inventory{Tags: []keep.Tag{kept("1", t0)}, LastSweep: now.Add(-time.Hour)}, Due: 1, Held: keep.HoldClockDoubt},
 		},
 		"at most 10 % of the inventory per sweep, the oldest stamps first": {
 			inv: many, snap: snapshot(), mirrors: []keep.Mirror{day}, now: now, safety: synced,

@@ -60,6 +60,15 @@ func pod(name string, images ...string) keep.Pod {
 func withImageID(p keep.Pod, i int, imageID string) keep.Pod {
 	p.Containers = slices.Clone(p.Containers)
 	p.Containers[i].ImageID = imageID
+	p.Containers[i].StatusImage = p.Containers[i].Image
+	return p
+}
+
+// withStatusImage sets the image the container's status reports (the container started before
+// the spec image changed).
+func withStatusImage(p keep.Pod, i int, image string) keep.Pod {
+	p.Containers = slices.Clone(p.Containers)
+	p.Containers[i].StatusImage = image
 	return p
 }
 

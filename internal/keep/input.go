@@ -60,6 +60,11 @@ type Container struct {
 	Image string
 	// ImageID is status.containerStatuses[].imageID; empty while unknown.
 	ImageID string
+	// StatusImage is status.containerStatuses[].image: the image the running container was
+	// started from. The spec image can be changed in place, and the status then still reports
+	// the old container until the kubelet replaces it: ImageID counts only while StatusImage is
+	// the spec image.
+	StatusImage string
 }
 
 // TemplateKind is the kind of a workload that holds a pod template.

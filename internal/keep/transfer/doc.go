@@ -64,4 +64,8 @@
 //     children are then refused by the reserve.
 //   - Resuming a partly uploaded blob (chunked PATCH with a Range): a stalled blob restarts.
 //   - Metrics (bytes, stalls, budget left) and events.
+//   - The stall timeout covers blobs only: a manifest GET, HEAD or PUT that never answers
+//     waits for the caller's context, holding its Pacer reservation meanwhile.
+//   - A source tag that moved away from the digest the node runs fails with ErrTagMoved;
+//     copying src@digest under the tag instead (the bytes that ran) is not done yet.
 package transfer
