@@ -148,19 +148,8 @@ func ValidateImageMirror(obj *v1alpha1.ImageMirror) field.ErrorList {
 func validateKeep(k *v1alpha1.MirrorKeep, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if k.Push != nil && k.Push.Auth != nil {
-		a, ap := k.Push.Auth, p.Child("push", "auth")
-		switch {
-		case a.Provider != nil:
-			errs = append(errs, field.Forbidden(ap.Child("provider"), "only secretRef is supported, not provider"))
-		case a.SecretRef == nil:
-			errs = append(errs, field.Required(ap.Child("secretRef"), "secretRef is required"))
-		}
-		if a.InjectPullSecret != nil {
-			errs = append(errs, field.Forbidden(ap.Child("injectPullSecret"), "not allowed: pods never get the push credential"))
-		}
-		if a.SecretRef != nil {
-			errs = append(errs, validateName(a.SecretRef.Name, ap.Child("secretRef", "name"), maxNameLen, validation.IsDNS1123Subdomain)...)
-		}
+		p := p.Child("push", "auth", "secretRef", "name")
+		errs = append(errs, validateName(k.Push.Auth.SecretRef.Name, p, maxNameLen, validation.IsDNS1123Subdomain)...)
 	}
 	if r := k.Retention; r != nil && (r.Duration < minRetention || r.Duration > maxRetention) {
 		errs = append(errs, field.Invalid(p.Child("retention"), r.Duration.String(), "must be from 1h to 8760h"))

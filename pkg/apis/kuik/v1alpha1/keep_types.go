@@ -43,14 +43,18 @@ type MirrorKeep struct {
 
 // KeepPush holds the credential kuik writes kept images with.
 type KeepPush struct {
-	// auth is a secretRef to a kubernetes.io/dockerconfigjson Secret in the cluster resource
-	// namespace, with write and delete rights on the destination. Pods never get it, so it is
-	// distinct from destination.pull. Only secretRef is supported.
+	// auth is the credential for writing to the mirror; anonymous when absent.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="has(self.secretRef)",message="keep.push.auth: secretRef is required"
-	// +kubebuilder:validation:XValidation:rule="!has(self.provider)",message="keep.push.auth: only secretRef is supported, not provider"
-	// +kubebuilder:validation:XValidation:rule="!has(self.injectPullSecret)",message="keep.push.auth: injectPullSecret is not allowed: pods never get the push credential"
-	Auth *Auth `json:"auth,omitempty"`
+	Auth *KeepPushAuth `json:"auth,omitempty"`
+}
+
+// KeepPushAuth is the credential kuik writes and deletes kept tags with. Pods never get it, so
+// it is distinct from destination.pull. Only a Secret is supported.
+type KeepPushAuth struct {
+	// secretRef names a kubernetes.io/dockerconfigjson Secret in the cluster resource
+	// namespace, with write and delete rights on the destination.
+	// +required
+	SecretRef LocalSecretReference `json:"secretRef"`
 }
 
 // PrivateSourcesPolicy says whether kuik keeps an image whose source needed a credential.
