@@ -13,7 +13,7 @@ type MirrorKeep struct {
 	// +optional
 	Push *KeepPush `json:"push,omitempty"`
 	// retention is how long a kept tag stays in the mirror after its last use, from 1h to
-	// 8760h (a year). Default 168h (a week).
+	// 8760h (a year).
 	// +optional
 	// +kubebuilder:default="168h"
 	// +kubebuilder:validation:Type=string
@@ -23,19 +23,17 @@ type MirrorKeep struct {
 	Retention *metav1.Duration `json:"retention,omitempty"`
 	// countTemplates: images named by workload templates count as used (ReplicaSets within
 	// their Deployment's revisionHistoryLimit, Deployments scaled to zero, StatefulSets,
-	// DaemonSets, Jobs, suspended CronJobs). Default true.
+	// DaemonSets, Jobs, suspended CronJobs).
 	// +optional
 	// +kubebuilder:default=true
 	CountTemplates *bool `json:"countTemplates,omitempty"`
-	// privateSources is Deny (default) or Allow: whether an image whose source needed a
-	// credential is kept. A kept image is pullable by every namespace the mirror's pull
-	// Secret reaches.
+	// privateSources is Deny or Allow: whether an image whose source needed a credential is
+	// kept. A kept image is pullable by every namespace the mirror's pull Secret reaches.
 	// +optional
 	// +kubebuilder:default=Deny
 	PrivateSources PrivateSourcesPolicy `json:"privateSources,omitempty"`
 	// referrers: also copy the cosign tags (sha256-<hex>.sig, .att, .sbom) and the OCI
-	// referrers of each kept digest, so that signatures still verify on the mirror. Default
-	// true.
+	// referrers of each kept digest, so that signatures still verify on the mirror.
 	// +optional
 	// +kubebuilder:default=true
 	Referrers *bool `json:"referrers,omitempty"`
@@ -43,13 +41,13 @@ type MirrorKeep struct {
 
 // KeepPush holds the credential kuik writes kept images with.
 type KeepPush struct {
-	// auth is the credential for writing to the mirror; anonymous when absent.
+	// auth is the credential kuik writes and deletes kept tags with; anonymous when absent.
+	// Pods never get it: it is distinct from destination.pull.
 	// +optional
 	Auth *KeepPushAuth `json:"auth,omitempty"`
 }
 
-// KeepPushAuth is the credential kuik writes and deletes kept tags with. Pods never get it, so
-// it is distinct from destination.pull. Only a Secret is supported.
+// KeepPushAuth is the credential kuik writes and deletes kept tags with: a Secret only.
 type KeepPushAuth struct {
 	// secretRef names a kubernetes.io/dockerconfigjson Secret in the cluster resource
 	// namespace, with write and delete rights on the destination.
