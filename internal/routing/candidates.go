@@ -2,6 +2,8 @@ package routing
 
 import (
 	"cmp"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -179,13 +181,8 @@ func (ix *Index) collect(hits []alternativeHit, refs []entryRef, last string, po
 }
 
 func (ix *Index) matchMirrors(img *imageRef, out []*mirrorResource, podLabels, namespaceLabels labels.Set) []*mirrorResource {
-	// A host with a port or an upper-case letter cannot be a path segment under the mirror.
-	if !hostIsPathComponent(img.domain) {
-		return out
-	}
 	for _, m := range ix.mirrors {
-		if !m.scope.selects(podLabels, namespaceLabels) || m.holds(img) ||
-			!fitsPathLimit(len(m.dest)+1+len(img.name), m.hostLen) {
+		if !m.scope.selects(podLabels, namespaceLabels) || cannotName(m.dest, m.hostLen, img) != nil {
 			continue
 		}
 		excluded := false
@@ -202,11 +199,59 @@ func (ix *Index) matchMirrors(img *imageRef, out []*mirrorResource, podLabels, n
 	return out
 }
 
-// holds reports whether the image lives under the mirror's own path, where mirroring it again
-// would nest the mirror inside itself.
-func (m *mirrorResource) holds(img *imageRef) bool {
-	rest, ok := strings.CutPrefix(img.name, m.dest)
-	return ok && (rest == "" || rest[0] == '/')
+// Why a mirror cannot name an image ([MirrorReference]).
+var (
+	// ErrHostNotPathComponent: the image's registry host has a port, is an IPv6 address or
+	// holds an upper-case letter, so it cannot be a path segment under the mirror.
+	ErrHostNotPathComponent = errors.New("the image's registry host cannot be a path segment under a mirror (a port, an IPv6 address or an upper-case letter)")
+	// ErrUnderMirror: the image lives under the mirror's own destination; mirroring it would
+	// nest the mirror inside itself. It is the mirror's own image, not a failure.
+	ErrUnderMirror = errors.New("the image lives under the mirror's own destination")
+	// ErrMirrorNameTooLong: the repository name under the mirror would be over the reference
+	// grammar's limit of 255 characters after the host.
+	ErrMirrorNameTooLong = errors.New("the repository name under the mirror would be longer than 255 characters after the host")
+)
+
+// MirrorReference returns where a mirror whose spec.destination.path is destinationPath holds
+// image: the Reference of the mirror's candidate in [Index.Candidates], built by the same code.
+// The error is one of ErrHostNotPathComponent, ErrUnderMirror and ErrMirrorNameTooLong when the
+// mirror cannot name the image (the webhook then offers no candidate of this mirror for it),
+// or says that destinationPath or image does not parse.
+func MirrorReference(destinationPath, image string) (string, error) {
+	dest, err := destinationKind.parse(destinationPath)
+	if err != nil {
+		return "", fmt.Errorf("destination.path %q: %w", destinationPath, err)
+	}
+	img, err := parseImage(image)
+	if err != nil {
+		return "", err
+	}
+	return mirrorReference(dest, domainLen(dest), &img)
+}
+
+// mirrorReference is MirrorReference for a normalized destination (without its trailing '/')
+// whose host is hostLen bytes long.
+func mirrorReference(dest string, hostLen int, img *imageRef) (string, error) {
+	if err := cannotName(dest, hostLen, img); err != nil {
+		return "", err
+	}
+	return dest + "/" + img.full, nil
+}
+
+// cannotName says why a mirror on dest cannot name img; nil when it can. It allocates nothing.
+// The mirror's own images come first: one on a host with a port is still the mirror's own, not
+// an image it fails to name.
+func cannotName(dest string, hostLen int, img *imageRef) error {
+	if rest, ok := strings.CutPrefix(img.name, dest); ok && (rest == "" || rest[0] == '/') {
+		return ErrUnderMirror
+	}
+	if !hostIsPathComponent(img.domain) {
+		return ErrHostNotPathComponent
+	}
+	if !fitsPathLimit(len(dest)+1+len(img.name), hostLen) {
+		return ErrMirrorNameTooLong
+	}
+	return nil
 }
 
 type candidateKey struct {
@@ -282,8 +327,12 @@ func (b *listBuilder) addAlternative(h *alternativeHit, img *imageRef) {
 }
 
 func (b *listBuilder) addMirror(m *mirrorResource, img *imageRef) {
+	ref, err := mirrorReference(m.dest, m.hostLen, img)
+	if err != nil {
+		return // matchMirrors left it out already
+	}
 	b.add(Candidate{
-		Reference:  m.dest + "/" + img.full,
+		Reference:  ref,
 		Source:     Source{Kind: KindImageMirror, Name: m.name},
 		Policy:     m.policy,
 		Entry:      0,

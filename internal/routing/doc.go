@@ -16,7 +16,8 @@
 //
 // A mirror adds no candidate for an image under its own destination path (it would nest itself),
 // for one its excludeImages match, nor for one whose registry host cannot be a path segment (a
-// host with a port or an IPv6 address). excludeImages are doublestar globs on the normalized
+// host with a port or an IPv6 address). [MirrorReference] names an image in a mirror with the
+// same code, and says why when it cannot. excludeImages are doublestar globs on the normalized
 // reference, matched part by part: the repository ('*' within a segment, '**' across), then the
 // tag and the digest only when the glob names them. A glob whose first segment is literal is
 // normalized like an image (bitnami/** is docker.io/bitnami/**).
@@ -50,7 +51,8 @@
 //	index.go        the Index: NewIndex, its trie of alternatives, the parse cache
 //	compile.go      a resource compiled for the Index: band, selectors, entries, credentials
 //	glob.go         the excludeImages globs
-//	candidates.go   Index.Candidates (the ordered list) and Index.Recorded (a pod's claims)
+//	candidates.go   Index.Candidates (the ordered list), Index.Recorded (a pod's claims) and
+//	                MirrorReference (an image's name in a mirror, for the webhook and the keeper)
 //	validate.go     ValidateImageAlternative and ValidateImageMirror
 //	source.go       Kind and Source: the resource a candidate comes from (rewritten-by)
 //	secretname.go   PullSecretName: the Secret kuik injects for a resource

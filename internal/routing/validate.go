@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -22,6 +23,8 @@ const (
 	maxPathLen       = 255
 	maxNameLen       = 253
 	maxNamespaceLen  = 63
+	minRetention     = time.Hour
+	maxRetention     = 8760 * time.Hour
 )
 
 // hostPortOnly is the CRD's test for a destination.path that is a registry host with a port and
@@ -133,6 +136,29 @@ func ValidateImageMirror(obj *v1alpha1.ImageMirror) field.ErrorList {
 	}
 	if pull := obj.Spec.Destination.Pull; pull != nil {
 		errs = append(errs, validateAuth(pull.Auth, dest.Child("pull", "auth"))...)
+	}
+	if keep := obj.Spec.Keep; keep != nil {
+		errs = append(errs, validateKeep(keep, spec.Child("keep"))...)
+	}
+	return errs
+}
+
+// validateKeep checks spec.keep. A destination the mirror cannot name an image under is no
+// error here: that depends on the image, and the keeper reports it in status.
+func validateKeep(k *v1alpha1.MirrorKeep, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if k.Push != nil && k.Push.Auth != nil {
+		p := p.Child("push", "auth", "secretRef", "name")
+		errs = append(errs, validateName(k.Push.Auth.SecretRef.Name, p, maxNameLen, validation.IsDNS1123Subdomain)...)
+	}
+	if r := k.Retention; r != nil && (r.Duration < minRetention || r.Duration > maxRetention) {
+		errs = append(errs, field.Invalid(p.Child("retention"), r.Duration.String(), "must be from 1h to 8760h"))
+	}
+	switch ps := k.PrivateSources; ps {
+	case "", v1alpha1.PrivateSourcesDeny, v1alpha1.PrivateSourcesAllow:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("privateSources"), ps,
+			[]v1alpha1.PrivateSourcesPolicy{v1alpha1.PrivateSourcesDeny, v1alpha1.PrivateSourcesAllow}))
 	}
 	return errs
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,6 +90,14 @@ func TestValidationCasesAgreeWithTheCRD(t *testing.T) {
 	pullAuth := func(a v1alpha1.Auth) func(*v1alpha1.ImageMirrorSpec) {
 		return func(s *v1alpha1.ImageMirrorSpec) { s.Destination.Pull = &v1alpha1.MirrorPull{Auth: &a} }
 	}
+	keep := func(k v1alpha1.MirrorKeep) func(*v1alpha1.ImageMirrorSpec) {
+		return func(s *v1alpha1.ImageMirrorSpec) { s.Keep = &k }
+	}
+	push := func(name string) *v1alpha1.KeepPush {
+		return &v1alpha1.KeepPush{Auth: &v1alpha1.KeepPushAuth{SecretRef: v1alpha1.LocalSecretReference{Name: name}}}
+	}
+	retention := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+	no := false
 	many := func(n int, entry v1alpha1.Alternative) []v1alpha1.Alternative {
 		out := make([]v1alpha1.Alternative, n)
 		for i := range out {
@@ -180,6 +189,34 @@ func TestValidationCasesAgreeWithTheCRD(t *testing.T) {
 		"a pull auth without a credential":      {obj: im(pullAuth(v1alpha1.Auth{}), "registry.tld/mirror/"), field: "spec.destination.pull.auth"},
 		"a pull secretRef that is no DNS name": {obj: im(pullAuth(v1alpha1.Auth{SecretRef: secret("Pull_Secret")}), "registry.tld/mirror/"),
 			field: "spec.destination.pull.auth.secretRef.name", goOnly: notDNS},
+
+		// ImageMirror spec.keep.
+		"a mirror keeping with the defaults": {obj: im(keep(v1alpha1.MirrorKeep{}), "registry.tld/mirror/")},
+		"a mirror keeping with every field": {obj: im(keep(v1alpha1.MirrorKeep{
+			Push: push("push"), Retention: retention(720 * time.Hour),
+			CountTemplates: &no, PrivateSources: v1alpha1.PrivateSourcesAllow, Referrers: &no,
+		}), "registry.tld/mirror/")},
+		// The host with a port that a mirror cannot name is the image's, not the destination's:
+		// the keeper reports such an image in status (Unnameable).
+		"a mirror keeping on a host with a port": {obj: im(keep(v1alpha1.MirrorKeep{Push: push("push")}), "registry.tld:5000/")},
+		"a mirror keeping with rewritePolicy None": {obj: im(func(s *v1alpha1.ImageMirrorSpec) {
+			s.RewritePolicy, s.Keep = v1alpha1.RewritePolicyNone, &v1alpha1.MirrorKeep{}
+		}, "registry.tld/mirror/")},
+		"a keep retention of 1h":     {obj: im(keep(v1alpha1.MirrorKeep{Retention: retention(time.Hour)}), "registry.tld/mirror/")},
+		"a keep retention of 8760h":  {obj: im(keep(v1alpha1.MirrorKeep{Retention: retention(8760 * time.Hour)}), "registry.tld/mirror/")},
+		"a keep retention of 59m59s": {obj: im(keep(v1alpha1.MirrorKeep{Retention: retention(time.Hour - time.Second)}), "registry.tld/mirror/"), field: "spec.keep.retention"},
+		"a keep retention of 0s":     {obj: im(keep(v1alpha1.MirrorKeep{Retention: retention(0)}), "registry.tld/mirror/"), field: "spec.keep.retention"},
+		"a keep retention of 8761h":  {obj: im(keep(v1alpha1.MirrorKeep{Retention: retention(8761 * time.Hour)}), "registry.tld/mirror/"), field: "spec.keep.retention"},
+		"a negative keep retention":  {obj: im(keep(v1alpha1.MirrorKeep{Retention: retention(-time.Hour)}), "registry.tld/mirror/"), field: "spec.keep.retention"},
+		"keep privateSources Sometimes": {obj: im(keep(v1alpha1.MirrorKeep{PrivateSources: "Sometimes"}), "registry.tld/mirror/"),
+			field: "spec.keep.privateSources"},
+		"a push without auth (anonymous)": {obj: im(keep(v1alpha1.MirrorKeep{Push: &v1alpha1.KeepPush{}}), "registry.tld/mirror/")},
+		"an empty push secretRef name": {obj: im(keep(v1alpha1.MirrorKeep{Push: push("")}), "registry.tld/mirror/"),
+			field: "spec.keep.push.auth.secretRef.name"},
+		"a push secretRef name of 254 bytes": {obj: im(keep(v1alpha1.MirrorKeep{Push: push(strings.Repeat("a", 254))}), "registry.tld/mirror/"),
+			field: "spec.keep.push.auth.secretRef.name"},
+		"a push secretRef that is no DNS name": {obj: im(keep(v1alpha1.MirrorKeep{Push: push("Push_Secret")}), "registry.tld/mirror/"),
+			field: "spec.keep.push.auth.secretRef.name", goOnly: notDNS},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

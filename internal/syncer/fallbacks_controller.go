@@ -104,7 +104,7 @@ func (c *Controller) syncFallbacks(ctx context.Context, rk ResourceKey) error {
 			c.forgetFallbacks(rk)
 			return client.IgnoreNotFound(err)
 		}
-		current, meta = &o.Status, &o
+		current, meta = &o.Status.RoutingStatus, &o
 		fresh = &v1alpha1.ImageMirror{ObjectMeta: metav1.ObjectMeta{Name: rk.Name}}
 	default:
 		return nil // a rewritten-by value names a kind that does not exist
@@ -312,7 +312,7 @@ func sameFallbackFields(oldObj, newObj any) bool {
 		case *v1alpha1.ImageAlternative:
 			return &o.Status
 		case *v1alpha1.ImageMirror:
-			return &o.Status
+			return &o.Status.RoutingStatus
 		}
 		return nil
 	}

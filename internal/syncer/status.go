@@ -66,7 +66,7 @@ func (c *Controller) syncStatus(ctx context.Context, rk ResourceKey) error {
 		if err := c.cache.Get(ctx, client.ObjectKey{Name: rk.Name}, &o); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		obj, current = &o, &o.Status
+		obj, current = &o, &o.Status.RoutingStatus
 	}
 	if obj.GetUID() != r.UID {
 		return nil // the cache moved on; the event that moved it queued another pass
@@ -82,7 +82,7 @@ func (c *Controller) syncStatus(ctx context.Context, rk ResourceKey) error {
 			modified = m
 		case *v1alpha1.ImageMirror:
 			m := o.DeepCopy()
-			m.Status = next
+			m.Status.RoutingStatus = next
 			modified = m
 		}
 		if err := c.status.Status().Patch(ctx, modified, client.MergeFrom(obj)); err != nil {

@@ -41,6 +41,9 @@ type AccessReviewer func(ctx context.Context, sar *authorizationv1.SubjectAccess
 //     may read a repository): the same right;
 //   - auth.provider.serviceAccountRef: create on serviceaccounts/token for that ServiceAccount,
 //     the right to obtain its tokens, which the syncer exercises on the author's behalf.
+//
+// An ImageMirror's spec.keep.push.auth.secretRef needs get on that Secret too: the keeper
+// writes and deletes tags with it under a destination.path the author chooses.
 type RoutingValidator struct {
 	ClusterResourceNamespace string
 	Review                   AccessReviewer
@@ -201,6 +204,10 @@ func (v *RoutingValidator) decode(kind string, raw []byte) ([]accessCheck, any, 
 		var checks []accessCheck
 		if obj.Spec.Destination.Pull != nil {
 			checks = v.accessChecks(obj.Spec.Destination.Pull.Auth, field.NewPath("spec", "destination", "pull"))
+		}
+		if k := obj.Spec.Keep; k != nil && k.Push != nil && k.Push.Auth != nil {
+			push := &v1alpha1.Auth{SecretRef: &k.Push.Auth.SecretRef}
+			checks = append(checks, v.accessChecks(push, field.NewPath("spec", "keep", "push"))...)
 		}
 		return checks, &obj.Spec, routing.ValidateImageMirror(obj), nil
 	default:

@@ -48,7 +48,7 @@ func routingStatus(ctx context.Context, e env, obj client.Object) (*v1alpha1.Rou
 		if err := e.cl.Get(ctx, clientKey(o.Name), &got); err != nil {
 			return nil, err
 		}
-		return &got.Status, nil
+		return &got.Status.RoutingStatus, nil
 	}
 	return nil, fmt.Errorf("unexpected %T", obj)
 }

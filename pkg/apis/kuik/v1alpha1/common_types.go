@@ -54,6 +54,23 @@ const (
 	ReasonProviderSecretFull = "ProviderSecretFull"
 )
 
+// Condition type and reasons written by the keeper on an ImageMirror with spec.keep. For a
+// push Secret that does not resolve, KeepReady is False with the reasons of Ready:
+// ReasonSecretNotFound, ReasonNotDockerConfig, ReasonInvalidDockerConfig,
+// ReasonNoCredentialForPath.
+const (
+	// ConditionKeepReady is True when kuik can write kept images into the mirror.
+	ConditionKeepReady = "KeepReady"
+
+	// ReasonKeeping (True): the push credential resolved and the destination accepted kuik's
+	// writes; status.keep counts the progress.
+	ReasonKeeping = "Keeping"
+	// ReasonPushDenied (False): the destination refused a write with the push credential.
+	ReasonPushDenied = "PushDenied"
+	// ReasonDestinationUnavailable (False): the destination registry does not answer.
+	ReasonDestinationUnavailable = "DestinationUnavailable"
+)
+
 // LocalSecretReference names a Secret in the cluster resource namespace (where kuik runs).
 type LocalSecretReference struct {
 	// name of the Secret in the cluster resource namespace.

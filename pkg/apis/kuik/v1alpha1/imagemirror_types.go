@@ -53,6 +53,11 @@ type ImageMirrorSpec struct {
 	// destination is where mirrored images live.
 	// +required
 	Destination MirrorDestination `json:"destination"`
+	// keep: kuik copies the images of the pods this mirror selects into the destination,
+	// verbatim, and deletes the tags it wrote once out of use for retention. Absent, kuik only
+	// routes to what the mirror already holds.
+	// +optional
+	Keep *MirrorKeep `json:"keep,omitempty"`
 }
 
 // MirrorDestination is the registry path under which images are mirrored: the candidate for an
@@ -97,12 +102,17 @@ type MirrorPull struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Fallbacks",type=integer,JSONPath=`.status.fallbacks`
+// +kubebuilder:printcolumn:name="Kept",type=integer,JSONPath=`.status.keep.present`
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.keep.desired`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="DryRun",type=boolean,JSONPath=`.spec.dryRun`,priority=1
 // +kubebuilder:printcolumn:name="PinDigest",type=boolean,JSONPath=`.spec.pinDigest`,priority=1
 // +kubebuilder:printcolumn:name="Recreate",type=boolean,JSONPath=`.spec.recreateStuckPods`,priority=1
 // +kubebuilder:printcolumn:name="Pods",type=integer,JSONPath=`.status.fallbackPods`,priority=1
 // +kubebuilder:printcolumn:name="Top-Fallback",type=string,JSONPath=`.status.activeFallbacks[0].routedTo`,priority=1
+// +kubebuilder:printcolumn:name="Missing",type=integer,JSONPath=`.status.keep.missingSource`,priority=1
+// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.keep.failed`,priority=1
+// +kubebuilder:printcolumn:name="Keep-Ready",type=string,JSONPath=`.status.conditions[?(@.type=="KeepReady")].status`,priority=1
 type ImageMirror struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -110,9 +120,17 @@ type ImageMirror struct {
 	// spec is the desired routing.
 	// +required
 	Spec ImageMirrorSpec `json:"spec"`
-	// status is written by the secret-syncer.
+	// status is written by the secret-syncer, and status.keep by the keeper.
 	// +optional
-	Status RoutingStatus `json:"status,omitempty"`
+	Status ImageMirrorStatus `json:"status,omitempty"`
+}
+
+// ImageMirrorStatus is the observed state of an ImageMirror.
+type ImageMirrorStatus struct {
+	RoutingStatus `json:",inline"`
+	// keep is what the keeper observed; absent without spec.keep.
+	// +optional
+	Keep *KeepStatus `json:"keep,omitempty"`
 }
 
 // ImageMirrorList is a list of ImageMirror.

@@ -47,4 +47,11 @@ const (
 	// resource with recreateStuckPods when it deletes such a pod so that its controller
 	// recreates it.
 	EventStuckPodRecreated = "StuckPodRecreated"
+
+	// EventImageKept is the reason of the Normal event the keeper puts on an ImageMirror when
+	// it copied an image into the mirror.
+	EventImageKept = "ImageKept"
+	// EventKeepFailed is the reason of the Warning event the keeper puts on an ImageMirror
+	// when it could not keep an image (status.keep.failures says why).
+	EventKeepFailed = "KeepFailed"
 )
