@@ -55,7 +55,8 @@ type ImageMirrorSpec struct {
 	Destination MirrorDestination `json:"destination"`
 	// keep: kuik copies the images of the pods this mirror selects into the destination,
 	// verbatim, and deletes the tags it wrote once out of use for retention. Absent, kuik only
-	// routes to what the mirror already holds.
+	// routes to what the mirror already holds. Not acted on yet: this release ships no keeper,
+	// so the field is validated and stored only.
 	// +optional
 	Keep *MirrorKeep `json:"keep,omitempty"`
 }
