@@ -8,25 +8,27 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
+	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
-// Reason is why a copy failed, as ImageMirror status.keep reports it.
-type Reason string
+// Reason is why a copy failed: the reason ImageMirror status.keep reports, one type for both.
+type Reason = v1alpha1.KeepFailureReason
 
-// The reasons of status.keep failures.
+// The reasons a copy fails with.
 const (
 	// SourceUnavailable: the source answered 404 or 5xx, could not be reached, or its tag moved.
-	SourceUnavailable Reason = "SourceUnavailable"
+	SourceUnavailable = v1alpha1.KeepSourceUnavailable
 	// QuotaExceeded: the source answered 429, or its budget is spent down to the reserve.
-	QuotaExceeded Reason = "QuotaExceeded"
+	QuotaExceeded = v1alpha1.KeepQuotaExceeded
 	// AuthRequired: the source answered 401 or 403.
-	AuthRequired Reason = "AuthRequired"
+	AuthRequired = v1alpha1.KeepAuthRequired
 	// PushFailed: the destination refused or failed a request.
-	PushFailed Reason = "PushFailed"
+	PushFailed = v1alpha1.KeepPushFailed
 	// TooLarge: the image is larger than Options.MaxSize.
-	TooLarge Reason = "TooLarge"
+	TooLarge = v1alpha1.KeepTooLarge
 	// Stalled: a blob moved no byte for Options.StallTimeout.
-	Stalled Reason = "Stalled"
+	Stalled = v1alpha1.KeepStalled
 )
 
 // ErrTagMoved is wrapped when the source tag no longer points at the expected digest.
