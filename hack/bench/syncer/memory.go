@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/enix/kuik/internal/benchutil"
 	"github.com/enix/kuik/internal/testenv"
+	"github.com/enix/kuik/internal/testutil"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
@@ -237,18 +237,10 @@ func mustJSON(v any) string {
 	return string(b)
 }
 
-// fatPod is what any pod author may create: the rewritten label and a record, ~2,000 labels, a
-// 250 KiB kuik.enix.io/ annotation, a 512 KiB image, and a nodeSelector nothing matches (it
-// costs no node). The API server admits it at ~800 KiB.
+// fatPod is what any pod author may create: the rewritten label and a record, padded by
+// testutil.FatPod.
 func fatPod(ns, name string, i int) *corev1.Pod {
-	p := rewrittenPod(ns, name, "quay.io/acme/bar:v1", "ImageAlternative/onfailure", i)
-	for j := range 2000 {
-		p.Labels[fmt.Sprintf("tenant.example/l-%04d", j)] = strings.Repeat("v", 40)
-	}
-	p.Annotations["kuik.enix.io/notes"] = strings.Repeat("n", 250<<10)
-	p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "fat", Image: "registry.example/" + strings.Repeat("x", 512<<10)})
-	p.Spec.NodeSelector = map[string]string{"bench.example/nothing": "matches"}
-	return p
+	return testutil.FatPod(rewrittenPod(ns, name, "quay.io/acme/bar:v1", "ImageAlternative/onfailure", i))
 }
 
 func scrapePort(ctx context.Context, port int) (benchutil.Metrics, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,19 +18,6 @@ import (
 	"github.com/enix/kuik/internal/syncer"
 	"github.com/enix/kuik/internal/testutil"
 )
-
-// fatPod is the pod of a tenant who wants the syncer's memory: as rewrittenPod, plus ~2,000
-// labels, a 250 KiB kuik.enix.io/ annotation, a container with a 512 KiB image, and a
-// nodeSelector nothing matches, so it costs no node.
-func fatPod(p *corev1.Pod) *corev1.Pod {
-	for i := range 2000 {
-		p.Labels[fmt.Sprintf("tenant.example/l-%04d", i)] = strings.Repeat("v", 40)
-	}
-	p.Annotations["kuik.enix.io/notes"] = strings.Repeat("n", 250<<10)
-	p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "fat", Image: "registry.example/" + strings.Repeat("x", 512<<10)})
-	p.Spec.NodeSelector = map[string]string{"kuik.example/nothing": "matches"}
-	return p
-}
 
 // startPodCache runs, as the syncer's ServiceAccount, a cache configured as the syncer's
 // (syncer.CacheOptions), so a test reads the pods exactly as the syncer keeps them.
@@ -97,7 +83,7 @@ func TestFatPodCountsAsNotRewrittenAndIsAStub(t *testing.T) {
 	by := "ImageAlternative/" + n
 	record := map[string]rewrite{"c": {"quay.io/acme/foo:v1", by}}
 	images := map[string]string{"c": "registry.a/acme/foo:v1"}
-	createPodAs(t, author, fatPod(rewrittenPod(ns, "fat", images, record)))
+	createPodAs(t, author, testutil.FatPod(rewrittenPod(ns, "fat", images, record)))
 	secretName := "kuik-inject-imagealternative-" + n
 	absentFor(t, e, ns, secretName, 2*time.Second)
 
