@@ -73,3 +73,14 @@ type Reporter interface {
 
 // TagDeleter deletes one tag, never a digest (transfer.DeleteTag).
 type TagDeleter func(ctx context.Context, tag name.Tag, opts transfer.Options) error
+
+// Deps are what NewKeeper is given.
+type Deps struct {
+	Gather    func(ctx context.Context) (Inputs, error)
+	Store     Store
+	Creds     Credentials
+	Report    Reporter
+	DeleteTag TagDeleter
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
