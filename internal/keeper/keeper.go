@@ -18,7 +18,9 @@ type Keeper struct {
 func NewKeeper(opts Options, deps Deps) *Keeper { return &Keeper{opts: opts, deps: deps} }
 
 // Start runs the scheduler until ctx ends (manager.Runnable).
-func (k *Keeper) Start(ctx context.Context) error { return errors.New("the keeper's scheduler is not wired yet") }
+func (k *Keeper) Start(ctx context.Context) error {
+	return errors.New("the keeper's scheduler is not wired yet")
+}
 
 // NeedLeaderElection: only the leader copies and deletes.
 func (k *Keeper) NeedLeaderElection() bool { return true }
