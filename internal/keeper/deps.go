@@ -31,6 +31,12 @@ type Inputs struct {
 	// Safety says whether the caches are synced and every list succeeded; the scheduler adds
 	// its own clock doubt.
 	Safety keep.Safety
+	// DeclaredHosts are the registry hosts some routing resource names (entries' repositories,
+	// mirrors' destinations and prefixes): metric labels use them, every other host is "other".
+	DeclaredHosts map[string]struct{}
+	// InsecureHosts are the hosts an entry or a destination with insecure: true names: the
+	// keeper talks plain HTTP (or unverified TLS) to them, as the webhook's probes do.
+	InsecureHosts map[string]struct{}
 }
 
 // Store persists the inventory of the tags the keeper wrote (internal/keeper/inventory).
