@@ -229,7 +229,8 @@ func (k *Keeper) copyJob(ctx context.Context, j *job) (o Outcome, credErr, saveE
 			logger.Error(err, "recording the kept digest in the inventory")
 		}
 	}
-	if res.Action != transfer.AlreadyPresent && j.spec.Spec.Keep.CopiesReferrers() {
+	// Referrers go with the digest: a tag PUT over a digest already there needs none.
+	if res.Action == transfer.Copied && j.spec.Spec.Keep.CopiesReferrers() {
 		if _, err := transfer.CopyReferrers(ctx, src.Context(), dst.Context(), res.Digest, opts); err != nil {
 			logger.Error(err, "copying the referrers of a kept image")
 		}
