@@ -565,3 +565,26 @@ func TestARateLimitedHostIsFrozenWhileAnotherHostsCopyGoesThrough(t *testing.T) 
 		t.Fatalf("the frozen host got %d more requests", after-before)
 	}
 }
+
+func TestNoPushWhileTheInventoryCannotBeSaved(t *testing.T) {
+	f := newFixture(t, Options{}, nil)
+	f.src.Push(t, "app:1")
+	want := srcDigest(t, f.src, "app:1")
+	f.store.fail.Store(true)
+	f.setPods(livePod("web", "src.test/app:1"))
+	f.start()
+	// Several refused saves, each after a backoff: nothing reaches either registry.
+	testutil.Eventually(t, 10*time.Second, "retries of the save", func(context.Context) error {
+		f.k.mu.Lock()
+		defer f.k.mu.Unlock()
+		if it := f.k.items[wantKey{"keep", f.dest() + "src.test/app:1"}]; it == nil || it.attempts < 3 {
+			return errors.New("fewer than 3 attempts")
+		}
+		return nil
+	})
+	if src, dst := len(f.srcFront.Requests()), len(f.dstFront.Requests()); src+dst != 0 {
+		t.Fatalf("%d source and %d destination requests without a saved inventory", src, dst)
+	}
+	f.store.fail.Store(false)
+	f.waitKept("src.test/app:1", want)
+}
