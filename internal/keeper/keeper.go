@@ -255,13 +255,6 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// currentView is the last plan pass's view; nil before the first.
-func (k *Keeper) currentView() *view {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.view
-}
-
 // mirror is the state of mirror name; k.mu is held.
 func (k *Keeper) mirror(name string) *mirrorState {
 	m, ok := k.mirrors[name]

@@ -474,7 +474,7 @@ func TestSelfHealRestoresADeletedTagWithoutTheSource(t *testing.T) {
 
 func TestSweepDeletesAnUnusedTagAfterRetentionAndNeverAnInUseOne(t *testing.T) {
 	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	f := newFixture(t, Options{SweepInterval: 30 * time.Millisecond}, clk)
+	f := newFixture(t, Options{SweepInterval: 30 * time.Millisecond, SelfHealInterval: 20 * time.Millisecond}, clk)
 	f.src.Push(t, "app:1")
 	f.src.Push(t, "app:2")
 	d1, d2 := srcDigest(t, f.src, "app:1"), srcDigest(t, f.src, "app:2")
@@ -527,6 +527,10 @@ func TestSweepDeletesAnUnusedTagAfterRetentionAndNeverAnInUseOne(t *testing.T) {
 	}
 	if tag, ok := f.store.has(repo, "1"); !ok || !tag.UnusedSince.IsZero() {
 		t.Fatalf("the in-use app:1 in the inventory: %+v (found %v)", tag, ok)
+	}
+	// The self-heal does not bring back what the sweep deleted.
+	if _, err := f.destHead(t.Context(), "src.test/app:2"); err == nil {
+		t.Fatal("the deleted app:2 is back at the destination")
 	}
 }
 

@@ -59,6 +59,17 @@ func (k *Keeper) sweep(ctx context.Context) {
 		return
 	}
 
+	// A tag due is wanted by no pass any more: dropped first, so that the self-heal does not
+	// bring it back meanwhile.
+	k.mu.Lock()
+	for _, t := range sw.Delete {
+		key := wantKey{t.Mirror, t.Repository + ":" + t.Tag}
+		if it, ok := k.items[key]; ok {
+			it.dropped = true
+			delete(k.items, key)
+		}
+	}
+	k.mu.Unlock()
 	creds := map[string]authn.Authenticator{}
 	var removed []keep.Tag
 	for _, t := range sw.Delete {
