@@ -15,11 +15,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/enix/kuik/internal/keep"
 	"github.com/enix/kuik/internal/keep/transfer"
+	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/internal/testutil"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
@@ -359,10 +361,14 @@ func TestLivePodImageIsKeptVerbatimInventoryFirstThenNothingOnAnUnchangedPass(t 
 		}
 		return false
 	})
+	copied := promtest.ToFloat64(metrics.KeeperCopies.WithLabelValues("src.test", "Copied"))
 	f.setPods(livePod("web", "src.test/app:1"))
 	f.start()
 
 	f.waitKept("src.test/app:1", want)
+	if got := promtest.ToFloat64(metrics.KeeperCopies.WithLabelValues("src.test", "Copied")) - copied; got != 1 {
+		t.Errorf("kuik_keeper_copies_total{registry=src.test,result=Copied} grew by %g, want 1", got)
+	}
 	if seen.Load() == 0 || early.Load() != 0 {
 		t.Fatalf("destination writes: %d, of which %d before the inventory was saved", seen.Load(), early.Load())
 	}
@@ -545,6 +551,7 @@ func TestARateLimitedHostIsFrozenWhileAnotherHostsCopyGoesThrough(t *testing.T) 
 	slow.SetBehavior(testutil.RateLimit)
 	f.src.Push(t, "app:1")
 	want := srcDigest(t, f.src, "app:1")
+	quota := promtest.ToFloat64(metrics.KeeperCopies.WithLabelValues("other", "QuotaExceeded"))
 	f.setPods(livePod("a", "slow.test/app:1"), livePod("b", "src.test/app:1"))
 	f.start()
 
@@ -561,6 +568,10 @@ func TestARateLimitedHostIsFrozenWhileAnotherHostsCopyGoesThrough(t *testing.T) 
 		}
 		return nil
 	})
+	// slow.test is declared by no routing resource: its label is "other".
+	if got := promtest.ToFloat64(metrics.KeeperCopies.WithLabelValues("other", "QuotaExceeded")) - quota; got < 1 {
+		t.Errorf("kuik_keeper_copies_total{registry=other,result=QuotaExceeded} grew by %g", got)
+	}
 	before := len(slowFront.Requests())
 	for range 3 {
 		f.pass()
@@ -591,4 +602,28 @@ func TestNoPushWhileTheInventoryCannotBeSaved(t *testing.T) {
 	}
 	f.store.fail.Store(false)
 	f.waitKept("src.test/app:1", want)
+}
+
+func TestARefusedPushCredentialMakesKeepReadyFalse(t *testing.T) {
+	f := newFixture(t, Options{}, nil)
+	f.k.deps.Creds = creds{push: authn.FromConfig(authn.AuthConfig{Username: "pusher", Password: "wrong"})}
+	f.src.Push(t, "app:1")
+	f.setPods(livePod("web", "src.test/app:1"))
+	f.start()
+	testutil.Eventually(t, 10*time.Second, "KeepReady False/PushDenied", func(context.Context) error {
+		st, cond := f.report.last("keep")
+		if cond.Status != metav1.ConditionFalse || cond.Reason != v1alpha1.ReasonPushDenied {
+			return fmt.Errorf("condition %s/%s", cond.Status, cond.Reason)
+		}
+		if st.Failed != 1 || len(st.Failures) != 1 || st.Failures[0].Reason != v1alpha1.KeepPushFailed {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
+	if n := f.dst.Unauthorized(); n == 0 {
+		t.Fatal("the destination refused nothing")
+	}
+	if n := len(f.srcFront.Requests()); n != 0 {
+		t.Fatalf("%d source requests though the destination refused the credential first", n)
+	}
 }
