@@ -32,6 +32,14 @@ type item struct {
 	heal bool
 	// dropped: no plan pass wants it any more.
 	dropped bool
+	// seq tells the item's current queue entry from stale ones (left by a priority change).
+	seq uint32
+}
+
+// entry is an item in a queue; stale once the item's seq moved on (skipped then).
+type entry struct {
+	it  *item
+	seq uint32
 }
 
 // failure is why the last attempt failed.
@@ -49,14 +57,14 @@ type queue struct {
 	// last is the host served last at each priority.
 	last map[keep.Priority]string
 	// delayed are the items in backoff.
-	delayed []*item
+	delayed []entry
 	// depth counts the waiting items by metric label.
 	depth map[string]int
 }
 
 // hostQueue is one source host's FIFO per priority.
 type hostQueue struct {
-	fifo map[keep.Priority][]*item
+	fifo map[keep.Priority][]entry
 	// parkedUntil: the Pacer refused this host until then.
 	parkedUntil time.Time
 }
@@ -68,7 +76,7 @@ func newQueue() queue {
 func (q *queue) host(h string) *hostQueue {
 	hq, ok := q.hosts[h]
 	if !ok {
-		hq = &hostQueue{fifo: map[keep.Priority][]*item{}}
+		hq = &hostQueue{fifo: map[keep.Priority][]entry{}}
 		q.hosts[h] = hq
 		i, _ := slices.BinarySearch(q.names, h)
 		q.names = slices.Insert(q.names, i, h)
@@ -84,12 +92,26 @@ func (q *queue) push(it *item, now time.Time) {
 	}
 	it.queued = true
 	q.count(it.label, 1)
+	q.enter(it, now)
+}
+
+// reprioritize moves a queued item to its new priority (its old entry goes stale).
+func (q *queue) reprioritize(it *item, now time.Time) {
+	if it.queued {
+		q.enter(it, now)
+	}
+}
+
+// enter adds a fresh entry of it, ready or delayed.
+func (q *queue) enter(it *item, now time.Time) {
+	it.seq++
+	e := entry{it: it, seq: it.seq}
 	if now.Before(it.notBefore) {
-		q.delayed = append(q.delayed, it)
+		q.delayed = append(q.delayed, e)
 		return
 	}
 	hq := q.host(it.host)
-	hq.fifo[it.want.Priority] = append(hq.fifo[it.want.Priority], it)
+	hq.fifo[it.want.Priority] = append(hq.fifo[it.want.Priority], e)
 }
 
 // promote moves the delayed items that are due into their host's queue, and returns when the
@@ -102,17 +124,19 @@ func (q *queue) promote(now time.Time) time.Time {
 		}
 	}
 	kept := q.delayed[:0]
-	for _, it := range q.delayed {
+	for _, e := range q.delayed {
+		it := e.it
 		switch {
+		case e.seq != it.seq || !it.queued:
 		case it.dropped:
 			it.queued = false
 			q.count(it.label, -1)
 		case now.Before(it.notBefore):
-			kept = append(kept, it)
+			kept = append(kept, e)
 			earliest(it.notBefore)
 		default:
 			hq := q.host(it.host)
-			hq.fifo[it.want.Priority] = append(hq.fifo[it.want.Priority], it)
+			hq.fifo[it.want.Priority] = append(hq.fifo[it.want.Priority], e)
 		}
 	}
 	clear(q.delayed[len(kept):])
@@ -158,18 +182,21 @@ func (q *queue) pick(now time.Time) *item {
 	return nil
 }
 
-// pop takes the first item of priority p still wanted.
+// pop takes the first item of priority p still wanted; stale entries are skipped.
 func (hq *hostQueue) pop(p keep.Priority, q *queue) *item {
 	f := hq.fifo[p]
 	for len(f) > 0 {
-		it := f[0]
-		f[0] = nil
+		e := f[0]
+		f[0] = entry{}
 		f = f[1:]
-		it.queued = false
-		q.count(it.label, -1)
-		if !it.dropped {
+		if e.seq != e.it.seq || !e.it.queued {
+			continue
+		}
+		e.it.queued = false
+		q.count(e.it.label, -1)
+		if !e.it.dropped {
 			hq.fifo[p] = f
-			return it
+			return e.it
 		}
 	}
 	delete(hq.fifo, p)

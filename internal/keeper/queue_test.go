@@ -18,8 +18,9 @@ func TestQueuePick(t *testing.T) {
 	for name, tc := range map[string]struct {
 		items  []*item
 		parked map[string]time.Time
-		// setup changes the queued items before picking.
+		// setup changes the items before they are queued, after once they are.
 		setup func([]*item)
+		after func(*queue, []*item)
 		want  []string
 	}{
 		"the highest priority first, whatever the host": {
@@ -45,6 +46,14 @@ func TestQueuePick(t *testing.T) {
 			setup: func(its []*item) { its[0].notBefore = now.Add(time.Minute); its[2].dropped = true },
 			want:  []string{"a2"},
 		},
+		"a queued item whose priority rose is served at the new one, once": {
+			items: []*item{it("a", "a1", keep.PriorityTemplate), it("a", "a2", keep.PriorityLive), it("a", "a3", keep.PriorityTemplate)},
+			after: func(q *queue, its []*item) {
+				its[2].want.Priority = keep.PriorityRouted
+				q.reprioritize(its[2], now)
+			},
+			want: []string{"a3", "a2", "a1"},
+		},
 		"an item is queued once": {
 			items: []*item{it("a", "a1", keep.PriorityLive), it("a", "a1", keep.PriorityLive)},
 			setup: func(its []*item) { its[1] = its[0] },
@@ -62,6 +71,9 @@ func TestQueuePick(t *testing.T) {
 			for _, i := range tc.items {
 				q.push(i, now)
 			}
+			if tc.after != nil {
+				tc.after(&q, tc.items)
+			}
 			q.promote(now)
 			var got []string
 			for i := q.pick(now); i != nil; i = q.pick(now) {
@@ -69,6 +81,18 @@ func TestQueuePick(t *testing.T) {
 			}
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("picked (-want +got):\n%s", d)
+			}
+			// The depth counts what is still queued (in backoff, parked, or dropped unpopped).
+			waiting := map[string]int{}
+			for _, i := range tc.items {
+				if i.queued {
+					waiting[i.label]++
+				}
+			}
+			for h, n := range q.depth {
+				if n != waiting[h] {
+					t.Errorf("queue depth of %s is %d, %d items queued", h, n, waiting[h])
+				}
 			}
 		})
 	}

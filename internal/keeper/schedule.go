@@ -82,13 +82,26 @@ func (k *Keeper) upsert(w *keep.Want, in *Inputs) {
 	if it.present && w.Digest != "" && w.Digest != it.digest {
 		it.present = false
 	}
+	host := sourceHost(w.Origin)
+	moved := ok && (it.want.Priority != w.Priority || it.host != host)
 	it.want = *w
 	it.gen = k.gen
-	it.host = sourceHost(w.Origin)
-	it.label = registryLabel(it.host, in.DeclaredHosts)
-	if !it.present {
-		k.q.push(it, k.deps.Now())
+	it.host = host
+	if label := registryLabel(host, in.DeclaredHosts); label != it.label {
+		if it.queued {
+			k.q.count(it.label, -1)
+			k.q.count(label, 1)
+		}
+		it.label = label
 	}
+	if it.present {
+		return
+	}
+	now := k.deps.Now()
+	if moved {
+		k.q.reprioritize(it, now)
+	}
+	k.q.push(it, now)
 }
 
 // skipReason is the status failure of a plan skip; false for a skip that is no failure (not
