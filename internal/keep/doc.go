@@ -39,12 +39,21 @@
 //   - At most 10 % of the inventory per sweep (rounded down), at least one when any is due,
 //     oldest stamp first: a small mirror is still collected, a bad input deletes little.
 //   - Tags of a mirror that is not keep-enabled any more are left untouched.
+//   - With Safety.ClusterID, a tag without this cluster's suffix (routing.IsClusterTag) is
+//     left untouched, even in the Inventory: another cluster's, or from before the ID.
+//
+// # Several clusters, one mirror
+//
+// The caller passes Desired an index [routing.Index.WithClusterID] and DecideSweep the same ID
+// in [Safety]: destinations are then the webhook's suffixed tags (nginx:1.27-kuik-<id>). A tag
+// too long for the suffix is ReasonUnnameable. A digest-only destination has no tag: shared by
+// every cluster, never collected by kuik.
 //
 // # Not done yet
 //
 //   - I/O: the informers that fill a Snapshot, the registry copies (internal/keep/transfer),
 //     the tag deletions and the ImageMirror status.
-//   - Persistence of the Inventory (before the first push into a repository) and clusterID.
+//   - Persistence of the Inventory (before the first push into a repository).
 //   - Wiring into cmd/keeper; referrers and cosign sibling tags.
 //   - A clock that jumps forward is not detected: it looks like downtime (10 % bound only).
 //   - A digest-only destination (origin nginx@sha256:…) has no tag: it is kept, never
