@@ -63,8 +63,8 @@
 //   - Retained re-copies a retained tag without checking again that the mirror still covers
 //     the origin or still allows a private source, and without its source credential.
 //   - Mirrors are named through Index.Candidates, so a mirror with rewritePolicy None or a
-//     dry run (left out of the index) keeps nothing yet: routing.MirrorReference is the
-//     shared naming function to use for those.
+//     dry run (left out of the index) keeps nothing yet: routing.MirrorReferenceFor (with the
+//     cluster ID) is the shared naming function to use for those.
 //
 // # Where things are
 //
