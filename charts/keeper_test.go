@@ -44,7 +44,7 @@ func keeperOptions(t *testing.T, d *appsv1.Deployment) keeperapp.Options {
 
 // Off by default: no object of the keeper, and no ServiceMonitor for it.
 func TestKeeperOffByDefault(t *testing.T) {
-	for name, values := range map[string]map[string]any{"defaults": nil, "monitoring on": monitoringOn} {
+	for name, values := range map[string]map[string]any{"defaults": nil, "monitoring on": {"metrics": monitoringOn["metrics"]}} {
 		t.Run(name, func(t *testing.T) {
 			for _, o := range render(t, values).Objects {
 				if o.GetLabels()["app.kubernetes.io/component"] == "keeper" || strings.Contains(o.GetName(), "keeper") {
@@ -299,5 +299,44 @@ func TestKeeperRefusedValues(t *testing.T) {
 			}
 			t.Log(err)
 		})
+	}
+}
+
+// The keeper's alerts render only with the keeper, and its copy alert counts failures only.
+func TestKeeperAlertsOnlyWithTheKeeper(t *testing.T) {
+	keeperAlerts := []string{"KuikKeeperCopiesFailing", "KuikKeeperRegistryFrozen", "KuikKeeperGarbageCollectionHeld", "KuikKeeperKeptTagsDisappearing", "KuikKeeperDown"}
+	alerts := func(values map[string]any) map[string]string {
+		t.Helper()
+		rules, _ := ruleExprs(t, render(t, values))
+		out := map[string]string{}
+		for _, e := range rules {
+			out[strings.TrimPrefix(e.where, "alert ")] = e.expr
+		}
+		return out
+	}
+	off := alerts(map[string]any{"metrics": monitoringOn["metrics"]})
+	for _, a := range keeperAlerts {
+		if _, ok := off[a]; ok {
+			t.Errorf("%s rendered without the keeper", a)
+		}
+	}
+	on := alerts(monitoringOn)
+	for _, a := range keeperAlerts {
+		if !strings.Contains(on[a], `job="kuik-keeper-metrics",namespace="`+ns+`"`) {
+			t.Errorf("%s = %q, not on the keeper's series", a, on[a])
+		}
+	}
+	if !strings.Contains(on["KuikKeeperCopiesFailing"], `result!~"AlreadyPresent|Tagged|Copied"`) {
+		t.Errorf("KuikKeeperCopiesFailing counts successes: %s", on["KuikKeeperCopiesFailing"])
+	}
+	custom := alerts(mergeValues(keeperOn, map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{
+		"enabled": true, "keeperSelector": `job="keeper",cluster="b"`,
+		"alerts": map[string]any{"keeperDown": map[string]any{"enabled": false}},
+	}}}))
+	if _, ok := custom["KuikKeeperDown"]; ok {
+		t.Error("KuikKeeperDown rendered although disabled")
+	}
+	if !strings.Contains(custom["KuikKeeperRegistryFrozen"], `{job="keeper",cluster="b"}`) {
+		t.Errorf("keeperSelector not used: %s", custom["KuikKeeperRegistryFrozen"])
 	}
 }
