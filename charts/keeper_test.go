@@ -73,6 +73,12 @@ func TestKeeperObjects(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("keeper objects (-want +got):\n%s", diff)
 	}
+	if !strings.Contains(r.Notes, "The keeper runs as system:serviceaccount:"+ns+":kuik-keeper") {
+		t.Errorf("NOTES do not name the keeper:\n%s", r.Notes)
+	}
+	if strings.Contains(render(t, nil).Notes, "keeper") {
+		t.Error("NOTES name the keeper although it is off")
+	}
 	if msgs := charts.Lint(ns, mergeValues(keeperOn, valueSets["everything on"])); len(msgs) != 0 {
 		t.Errorf("helm lint with the keeper:\n%s", strings.Join(msgs, "\n"))
 	}
