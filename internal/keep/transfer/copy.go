@@ -124,16 +124,22 @@ func Copy(ctx context.Context, src, dst name.Reference, opts Options) (Result, e
 	return c.run(ctx)
 }
 
+// withDefaults sets the zero fields of o that have a default.
+func (o Options) withDefaults() Options {
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = DefaultStallTimeout
+	}
+	if o.Jobs <= 0 {
+		o.Jobs = 4
+	}
+	if o.Transport == nil {
+		o.Transport = remote.DefaultTransport
+	}
+	return o
+}
+
 func newCopier(src, dst name.Reference, opts Options) (*copier, error) {
-	if opts.StallTimeout <= 0 {
-		opts.StallTimeout = DefaultStallTimeout
-	}
-	if opts.Jobs <= 0 {
-		opts.Jobs = 4
-	}
-	if opts.Transport == nil {
-		opts.Transport = remote.DefaultTransport
-	}
+	opts = opts.withDefaults()
 	var err error
 	if src, err = reparse(src, opts.SourceInsecure); err != nil {
 		return nil, err

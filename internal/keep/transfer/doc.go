@@ -7,6 +7,8 @@
 //     equals the source digest. Nothing is re-serialised.
 //   - CopyReferrers: the cosign sibling tags (sha256-<hex>.sig/.att/.sbom) and the OCI
 //     referrers of a digest, each copied by Copy.
+//   - DeleteTag: one destination tag, by tag, never by digest (a digest delete takes every
+//     tag on it).
 //   - Pacer: a budget of manifest GETs per source host, and the transport that feeds it.
 //   - Reason and Error: why a copy failed, in the words of ImageMirror status.keep.
 //
@@ -38,6 +40,18 @@
 //
 // A failed blob does not cancel the others, and the tag is written last, so a retry only
 // uploads what did not commit: committed blobs answer the HEAD.
+//
+// # Deleting a tag
+//
+// | answer                               | DeleteTag returns                        |
+// |--------------------------------------|------------------------------------------|
+// | 200 or 202                           | nil                                      |
+// | 404 MANIFEST_UNKNOWN or NAME_UNKNOWN | ErrGone: already gone, a success         |
+// | 405, or an UNSUPPORTED error code    | ErrTagDeleteUnsupported: nothing deleted |
+// | anything else                        | an error with the status                 |
+//
+// A registry that deletes by digest only (distribution's registry:2) keeps the tag: kuik
+// deletes nothing rather than every tag of the digest.
 //
 // # Retries and pacing
 //
