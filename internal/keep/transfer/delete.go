@@ -35,11 +35,16 @@ func DeleteTag(ctx context.Context, tag name.Tag, opts Options) error {
 	if err != nil {
 		return err
 	}
-	err = pusher.Delete(ctx, ref)
+	_, err = bounded(ctx, opts.StallTimeout, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, pusher.Delete(ctx, ref)
+	})
 	if err == nil {
 		return nil
 	}
 	var te *transport.Error
+	if errors.Is(err, errStalled) {
+		return fmt.Errorf("deleting %s: no answer for %s: %w", tag, opts.StallTimeout, err)
+	}
 	if !errors.As(err, &te) {
 		return fmt.Errorf("deleting %s: %w", tag, err)
 	}

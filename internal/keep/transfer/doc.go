@@ -36,7 +36,11 @@
 // | AuthRequired      | source 401 or 403                                              |
 // | PushFailed        | any destination error (a destination 429 included)             |
 // | TooLarge          | the missing blobs sum to more than Options.MaxSize             |
-// | Stalled           | a blob moved no byte for Options.StallTimeout                  |
+// | Stalled           | a blob, or a manifest request, moved no byte for StallTimeout  |
+//
+// Every manifest HEAD, GET and PUT, and DeleteTag's DELETE, is bounded by Options.StallTimeout
+// too: no answer or body byte for that long fails it with Stalled (either side) and releases
+// its Pacer reservation.
 //
 // A failed blob does not cancel the others, and the tag is written last, so a retry only
 // uploads what did not commit: committed blobs answer the HEAD.
@@ -78,8 +82,6 @@
 //     children are then refused by the reserve.
 //   - Resuming a partly uploaded blob (chunked PATCH with a Range): a stalled blob restarts.
 //   - Metrics (bytes, stalls, budget left) and events.
-//   - The stall timeout covers blobs only: a manifest GET, HEAD or PUT that never answers
-//     waits for the caller's context, holding its Pacer reservation meanwhile.
 //   - A source tag that moved away from the digest the node runs fails with ErrTagMoved;
 //     copying src@digest under the tag instead (the bytes that ran) is not done yet.
 package transfer

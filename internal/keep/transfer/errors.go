@@ -27,14 +27,14 @@ const (
 	PushFailed = v1alpha1.KeepPushFailed
 	// TooLarge: the image is larger than Options.MaxSize.
 	TooLarge = v1alpha1.KeepTooLarge
-	// Stalled: a blob moved no byte for Options.StallTimeout.
+	// Stalled: a blob or a manifest request moved no byte for Options.StallTimeout.
 	Stalled = v1alpha1.KeepStalled
 )
 
 // ErrTagMoved is wrapped when the source tag no longer points at the expected digest.
 var ErrTagMoved = errors.New("source tag moved")
 
-// errStalled is the cancel cause of a blob that made no progress.
+// errStalled is the cancel cause of a blob or a request that made no progress.
 var errStalled = errors.New("no progress")
 
 // Error is a failed copy with its reason.
