@@ -37,8 +37,8 @@ type Options struct {
 	DestKeychain authn.Keychain
 	// SourceInsecure and DestInsecure allow plain HTTP and unverified TLS on that side.
 	SourceInsecure, DestInsecure bool
-	// Digest, when set, is the digest to keep (the node's imageID): a source tag pointing
-	// elsewhere is refused with ErrTagMoved.
+	// Digest, when set, is the digest to keep (the node's imageID): when the source tag points
+	// elsewhere, src@Digest is copied under the destination tag (ErrTagMoved if it is gone).
 	Digest v1.Hash
 	// StallTimeout abandons a blob or a manifest request that moved no byte for this long
 	// (default DefaultStallTimeout).
@@ -271,7 +271,7 @@ func (c *copier) run(ctx context.Context) (Result, error) {
 		}
 	}
 
-	// 2. Source HEAD: learn the digest, refuse a moved tag.
+	// 2. Source HEAD: learn the digest; a moved tag is copied from src@want.
 	head, err := c.head(ctx, c.puller, c.src)
 	if err != nil {
 		return Result{}, classify(source, err, "checking %s", c.src)
@@ -282,7 +282,13 @@ func (c *copier) run(ctx context.Context) (Result, error) {
 			return r, err
 		}
 	} else if head.Digest != want {
-		return Result{}, &Error{Reason: SourceUnavailable, Err: fmt.Errorf("%w: %s is %s, not %s", ErrTagMoved, c.src, head.Digest, want)}
+		// The tag moved: keep the bytes that ran, src@want, unless they are gone too.
+		pinned := c.src.Context().Digest(want.String())
+		if _, err := c.head(ctx, c.puller, pinned); isNotFound(err) {
+			return Result{}, &Error{Reason: SourceUnavailable, Err: fmt.Errorf("%w: %s is %s, and %s is gone", ErrTagMoved, c.src, head.Digest, pinned)}
+		} else if err != nil {
+			return Result{}, classify(source, err, "checking %s", pinned)
+		}
 	}
 
 	// 3. Verbatim copy.

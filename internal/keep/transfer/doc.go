@@ -18,8 +18,9 @@
 //  2. HEAD the destination by digest. Present: read those bytes from the destination and
 //     PUT the tag, 0 source GETs.
 //  3. HEAD the source (free on Docker Hub) to learn the digest. With Options.Digest (the
-//     node's imageID) or a tag@digest source, a tag that moved is refused (ErrTagMoved).
-//     Steps 1 and 2 run again with the digest learnt.
+//     node's imageID) or a tag@digest source, a tag that moved is copied from src@digest:
+//     the bytes that ran, not what the tag points to now. Without a digest, steps 1 and 2
+//     run again with the digest learnt.
 //  4. GET the top manifest by digest, then the children the destination lacks, by digest:
 //     1 + N manifest GETs for a new N-platform image, each granted by the Pacer first.
 //  5. Blobs, Options.Jobs at a time: HEAD at the destination, a mount when source and
@@ -29,14 +30,14 @@
 //
 // # Failures
 //
-// | Reason            | when                                                           |
-// |-------------------|----------------------------------------------------------------|
-// | SourceUnavailable | source 404 or 5xx, unreachable, unparsable, or its tag moved   |
-// | QuotaExceeded     | source 429, or the Pacer: host frozen or at its reserve        |
-// | AuthRequired      | source 401 or 403                                              |
-// | PushFailed        | any destination error (a destination 429 included)             |
-// | TooLarge          | the missing blobs sum to more than Options.MaxSize             |
-// | Stalled           | a blob, or a manifest request, moved no byte for StallTimeout  |
+// | Reason            | when                                                                  |
+// |-------------------|-----------------------------------------------------------------------|
+// | SourceUnavailable | source 404 or 5xx, unreachable, unparsable; a moved tag's digest gone |
+// | QuotaExceeded     | source 429, or the Pacer: host frozen or at its reserve               |
+// | AuthRequired      | source 401 or 403                                                     |
+// | PushFailed        | any destination error (a destination 429 included)                    |
+// | TooLarge          | the missing blobs sum to more than Options.MaxSize                    |
+// | Stalled           | a blob, or a manifest request, moved no byte for StallTimeout         |
 //
 // Every manifest HEAD, GET and PUT, and DeleteTag's DELETE, is bounded by Options.StallTimeout
 // too: no answer or body byte for that long fails it with Stalled (either side) and releases
@@ -82,6 +83,4 @@
 //     children are then refused by the reserve.
 //   - Resuming a partly uploaded blob (chunked PATCH with a Range): a stalled blob restarts.
 //   - Metrics (bytes, stalls, budget left) and events.
-//   - A source tag that moved away from the digest the node runs fails with ErrTagMoved;
-//     copying src@digest under the tag instead (the bytes that ran) is not done yet.
 package transfer
