@@ -44,7 +44,8 @@
 // its Pacer reservation.
 //
 // A failed blob does not cancel the others, and the tag is written last, so a retry only
-// uploads what did not commit: committed blobs answer the HEAD.
+// uploads what did not commit: committed blobs answer the HEAD. This holds after a SIGKILL
+// mid-copy too: Copy keeps no state of its own, the destination is the state.
 //
 // # Deleting a tag
 //
