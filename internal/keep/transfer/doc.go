@@ -25,7 +25,8 @@
 //     1 + N manifest GETs for a new N-platform image, each granted by the Pacer first.
 //  5. Blobs, Options.Jobs at a time: HEAD at the destination, a mount when source and
 //     destination share a registry, else a streamed GET → PUT whose digest is verified.
-//     Memory does not grow with layer size.
+//     Memory does not grow with layer size: BenchmarkCopyVsCrane reports the peak heap and
+//     RSS above idle of a 200 MiB 4-platform copy, and its time against crane.Copy.
 //  6. Children by digest, deepest first; the tag last; then HEAD the tag == digest.
 //
 // # Failures
