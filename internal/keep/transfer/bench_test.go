@@ -172,7 +172,7 @@ func TestCopyMemoryChild(t *testing.T) {
 	close(done)
 	<-sampled
 	hwm, _ := procStatus(t, "VmHWM")
-	fmt.Printf("MEMORY heap=%d rss=%d\n", peak-idleHeap, hwm-idleRSS)
+	_, _ = fmt.Fprintf(os.Stdout, "MEMORY heap=%d rss=%d\n", peak-idleHeap, hwm-idleRSS)
 }
 
 // procStatus reads a kB field of /proc/self/status, in bytes.

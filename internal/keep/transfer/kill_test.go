@@ -80,7 +80,9 @@ func TestKilledCopyResumesWithoutReuploading(t *testing.T) {
 	if err := cmd.Process.Kill(); err != nil { // SIGKILL
 		t.Fatal(err)
 	}
-	<-exited
+	if err := <-exited; err == nil {
+		t.Fatalf("the child exited cleanly despite SIGKILL:\n%s", out.String())
+	}
 	dst.front.Intercept(nil)
 
 	committed := committedBlobs(dst.front)
