@@ -14,15 +14,6 @@ import (
 	"github.com/enix/kuik/internal/metrics"
 )
 
-// TODO(integrator): replace with transfer.ErrGone and transfer.ErrTagDeleteUnsupported once
-// transfer.DeleteTag lands.
-var (
-	// errGoneStub: the tag was already gone; it leaves the inventory.
-	errGoneStub = errors.New("tag already gone")
-	// errUnsupportedStub: the registry refuses tag deletion; the tag stays in the inventory.
-	errUnsupportedStub = errors.New("tag deletion unsupported")
-)
-
 // clockSkew is how far the wall clock may drift from the monotonic one between two sweeps
 // before the keeper doubts it.
 const clockSkew = time.Minute
@@ -118,9 +109,9 @@ func (k *Keeper) deleteTag(ctx context.Context, v *view, creds map[string]authn.
 	switch {
 	case err == nil:
 		return "deleted", nil
-	case errors.Is(err, errGoneStub):
+	case errors.Is(err, transfer.ErrGone):
 		return "gone", nil
-	case errors.Is(err, errUnsupportedStub):
+	case errors.Is(err, transfer.ErrTagDeleteUnsupported):
 		return "unsupported", err
 	}
 	return "error", err
