@@ -115,7 +115,8 @@ holding the credentials of the entries the webhook rewrites pods to.`,
 	f := cmd.Flags()
 	f.StringVar(&opts.ClusterResourceNamespace, "cluster-resource-namespace", defaultNamespace(),
 		"namespace holding the secretRef Secrets and the leader election Lease (default $POD_NAMESPACE, else kuik-system)")
-	bindClusterID(f, &opts.ClusterID)
+	f.StringVar(&opts.ClusterID, "cluster-id", "",
+		`the webhook's --cluster-id: a pod's record of a mirror counts only with this cluster's tag ("-kuik-<id>" suffix), and missed pulls are routed to those tags; empty: the images' own tags`)
 	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "path to a kubeconfig; empty uses $KUBECONFIG, ~/.kube/config, then in-cluster")
 	f.DurationVar(&opts.Retention, "retention", 15*time.Minute, "how long an OnFailure entry no live pod uses stays in its Secret")
 	f.DurationVar(&opts.ResyncPeriod, "resync-period", 10*time.Minute, "how often every Secret is applied again, restoring those deleted or edited")
@@ -141,12 +142,7 @@ holding the credentials of the entries the webhook rewrites pods to.`,
 	return cmd
 }
 
-// bindClusterID binds --cluster-id, the webhook's flag of that name.
-func bindClusterID(f *pflag.FlagSet, id *string) {
-	f.StringVar(id, "cluster-id", "",
-		`the webhook's --cluster-id: a pod's record of a mirror counts only with this cluster's tag ("-kuik-<id>" suffix), and missed pulls are routed to those tags; empty: the images' own tags`)
-}
-
+// validateClusterID checks --cluster-id; empty is none.
 func validateClusterID(id string) error {
 	if id == "" {
 		return nil

@@ -67,7 +67,8 @@ no token).`,
 	f.StringVar(&o.pods, "pods", "", "file of Pods as the webhook admitted them")
 	f.StringVar(&o.clusterResourceNamespace, "cluster-resource-namespace", defaultNamespace(),
 		"namespace of the secretRef Secrets; Secrets of other namespaces in --secrets are ignored")
-	bindClusterID(f, &o.clusterID)
+	f.StringVar(&o.clusterID, "cluster-id", "",
+		`as the syncer's: a pod's record of a mirror counts only with this cluster's tag ("-kuik-<id>" suffix)`)
 	o.providers.bind(f)
 	f.DurationVar(&o.renewFloor, "provider-renew-floor", time.Minute, "as the syncer's: the lifetime recorded for a credential the plugin asks not to cache is twice that")
 	_ = cmd.MarkFlagRequired("resources")
