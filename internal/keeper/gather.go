@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -198,13 +199,7 @@ func (g *gatherer) namespaces(ctx context.Context) (map[string]labels.Set, error
 // templates are every workload template, sorted by kind, namespace and name.
 func (g *gatherer) templates(ctx context.Context) ([]keep.Template, error) {
 	var out []keep.Template
-	for _, kind := range slices.Sorted(func(yield func(keep.TemplateKind) bool) {
-		for k := range templateObjects {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, kind := range slices.Sorted(maps.Keys(templateObjects)) {
 		st, err := g.store(ctx, templateObjects[kind])
 		if err != nil {
 			return nil, err
