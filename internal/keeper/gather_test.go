@@ -53,8 +53,8 @@ func TestGatherReadsLivePodsNamespacesTemplatesAndKeepMirrors(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "running", Namespace: ns, Labels: map[string]string{"app": "web"},
 			Annotations: map[string]string{
-				v1alpha1.AnnotationOriginalImages:            `{"app":"nginx:1.27"}`,
-				v1alpha1.AnnotationRewrittenBy:               `{"app":"ImageMirror/m"}`,
+				v1alpha1.AnnotationOriginalImages:           `{"app":"nginx:1.27"}`,
+				v1alpha1.AnnotationRewrittenBy:              `{"app":"ImageMirror/m"}`,
 				"kubectl.kubernetes.io/last-applied-config": strings.Repeat("x", 4096),
 			},
 		},
