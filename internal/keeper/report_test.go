@@ -275,4 +275,3 @@ func TestOutcomeEventsOnTheMirror(t *testing.T) {
 		t.Errorf("events (-want +got):\n%s", d)
 	}
 }
-
