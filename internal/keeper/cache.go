@@ -3,15 +3,18 @@ package keeper
 import (
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"unique"
+	"weak"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -98,9 +101,9 @@ func metaOf(o *metav1.ObjectMeta) cachedMeta {
 // containers with their status images.
 type cachedPod struct {
 	cachedMeta
-	Labels map[string]string
+	Labels *stringMap
 	// Annotations are kuik's only (kuik.enix.io/…): keep reads its records, nothing else.
-	Annotations map[string]string
+	Annotations *stringMap
 	Deleting    bool
 	Phase       corev1.PodPhase
 	// Containers are the init, regular and ephemeral containers, in that order.
@@ -131,10 +134,8 @@ func (p *cachedPod) live() bool {
 	return !p.Deleting && p.Phase != corev1.PodSucceeded && p.Phase != corev1.PodFailed
 }
 
-func (p *cachedPod) DeepCopyObject() runtime.Object {
-	out := *p
-	out.Labels = maps.Clone(p.Labels)
-	out.Annotations = maps.Clone(p.Annotations)
+func (p *cachedPod) DeepCopyObject() k8sruntime.Object {
+	out := *p // the shared maps are immutable
 	out.Containers = slices.Clone(p.Containers)
 	return &out
 }
@@ -145,7 +146,7 @@ type cachedNamespace struct {
 	Labels map[string]string
 }
 
-func (n *cachedNamespace) DeepCopyObject() runtime.Object {
+func (n *cachedNamespace) DeepCopyObject() k8sruntime.Object {
 	out := *n
 	out.Labels = maps.Clone(n.Labels)
 	return &out
@@ -155,13 +156,12 @@ func (n *cachedNamespace) DeepCopyObject() runtime.Object {
 type cachedTemplate struct {
 	cachedMeta
 	Kind   keep.TemplateKind
-	Labels map[string]string
+	Labels *stringMap
 	Images []unique.Handle[string]
 }
 
-func (t *cachedTemplate) DeepCopyObject() runtime.Object {
-	out := *t
-	out.Labels = maps.Clone(t.Labels)
+func (t *cachedTemplate) DeepCopyObject() k8sruntime.Object {
+	out := *t // the shared map is immutable
 	out.Images = slices.Clone(t.Images)
 	return &out
 }
@@ -171,7 +171,61 @@ func (t *cachedTemplate) template() keep.Template {
 	for i, h := range t.Images {
 		images[i] = value(h)
 	}
-	return keep.Template{Kind: t.Kind, Namespace: t.Namespace, Name: t.Name, Labels: t.Labels, Images: images}
+	return keep.Template{Kind: t.Kind, Namespace: t.Namespace, Name: t.Name, Labels: t.Labels.get(), Images: images}
+}
+
+// stringMap is an immutable string map shared by every cached object that holds the same
+// one: the pods of a ReplicaSet carry the same labels, and often the same records.
+type stringMap struct{ m map[string]string }
+
+// get is the map; nil for none.
+func (s *stringMap) get() map[string]string {
+	if s == nil {
+		return nil
+	}
+	return s.m
+}
+
+// sharedMaps hands out one stringMap per distinct content, forgotten once no cached object
+// holds it.
+type sharedMaps struct {
+	mu    sync.Mutex
+	byKey map[string]weak.Pointer[stringMap]
+}
+
+var shared = &sharedMaps{byKey: map[string]weak.Pointer[stringMap]{}}
+
+// share returns the stringMap holding m's content; nil for an empty m.
+func (s *sharedMaps) share(m map[string]string) *stringMap {
+	if len(m) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(m[k])
+		b.WriteByte(0)
+	}
+	key := b.String()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v := s.byKey[key].Value(); v != nil {
+		return v
+	}
+	v := &stringMap{m: maps.Clone(m)}
+	s.byKey[key] = weak.Make(v)
+	runtime.AddCleanup(v, s.forget, key)
+	return v
+}
+
+// forget drops key once its map is gone, unless a new one took its place.
+func (s *sharedMaps) forget(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byKey[key].Value() == nil {
+		delete(s.byKey, key)
+	}
 }
 
 // intern returns the canonical copy of s: the strings many objects repeat (namespaces, images)
@@ -199,18 +253,20 @@ func TransformPod(in any) (any, error) {
 func podOf(p *corev1.Pod) *cachedPod {
 	out := &cachedPod{
 		cachedMeta: metaOf(&p.ObjectMeta),
-		Labels:     p.Labels,
+		Labels:     shared.share(p.Labels),
 		Deleting:   p.DeletionTimestamp != nil,
 		Phase:      p.Status.Phase,
 	}
+	var kuik map[string]string
 	for k, v := range p.Annotations {
 		if strings.HasPrefix(k, kuikAnnotationPrefix) {
-			if out.Annotations == nil {
-				out.Annotations = map[string]string{}
+			if kuik == nil {
+				kuik = map[string]string{}
 			}
-			out.Annotations[k] = v
+			kuik[k] = v
 		}
 	}
+	out.Annotations = shared.share(kuik)
 	n := len(p.Spec.InitContainers) + len(p.Spec.Containers) + len(p.Spec.EphemeralContainers)
 	if n == 0 {
 		return out
@@ -274,7 +330,7 @@ func transformTemplate(kind keep.TemplateKind) toolscache.TransformFunc {
 		default:
 			return nil, fmt.Errorf("caching a %s: unexpected %T", kind, in)
 		}
-		out := &cachedTemplate{cachedMeta: metaOf(meta), Kind: kind, Labels: tmpl.Labels}
+		out := &cachedTemplate{cachedMeta: metaOf(meta), Kind: kind, Labels: shared.share(tmpl.Labels)}
 		for _, cs := range [][]corev1.Container{tmpl.Spec.InitContainers, tmpl.Spec.Containers} {
 			for i := range cs {
 				out.Images = append(out.Images, unique.Make(cs[i].Image))

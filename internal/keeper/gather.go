@@ -48,6 +48,10 @@ type listFailures struct {
 // nothing).
 func (f *listFailures) handler(ctx context.Context, r *toolscache.Reflector, err error) {
 	toolscache.DefaultWatchErrorHandler(ctx, r, err)
+	f.record(err)
+}
+
+func (f *listFailures) record(err error) {
 	if errors.Is(err, io.EOF) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 		return
 	}
@@ -163,7 +167,7 @@ func (g *gatherer) pods(ctx context.Context) ([]keep.Pod, error) {
 		if !p.live() {
 			continue
 		}
-		kp := keep.Pod{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels, Annotations: p.Annotations}
+		kp := keep.Pod{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels.get(), Annotations: p.Annotations.get()}
 		if len(p.Containers) > 0 {
 			kp.Containers = make([]keep.Container, len(p.Containers))
 			for i := range p.Containers {

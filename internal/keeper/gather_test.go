@@ -269,11 +269,11 @@ func TestTheCacheHoldsOnlyKuikAnnotationsOfPods(t *testing.T) {
 	})
 	want := &cachedPod{
 		cachedMeta:  cachedMeta{Name: "p", Namespace: ns, ResourceVersion: cached.(*cachedPod).ResourceVersion},
-		Annotations: map[string]string{v1alpha1.AnnotationReason: `{"app":"Always"}`},
+		Annotations: &stringMap{m: map[string]string{v1alpha1.AnnotationReason: `{"app":"Always"}`}},
 		Phase:       corev1.PodPending,
 	}
 	got := cached.(*cachedPod)
-	if d := cmp.Diff(want, got, cmp.AllowUnexported(cachedPod{}), cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Containers" }, cmp.Ignore())); d != "" {
+	if d := cmp.Diff(want, got, cmp.AllowUnexported(cachedPod{}, stringMap{}), cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Containers" }, cmp.Ignore())); d != "" {
 		t.Errorf("cached pod (-want +got):\n%s", d)
 	}
 	if d := cmp.Diff([]keep.Container{{Name: "app", Image: "nginx"}}, []keep.Container{got.Containers[0].container()}); d != "" || len(got.Containers) != 1 {
