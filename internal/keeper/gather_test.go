@@ -1,6 +1,7 @@
 package keeper
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -262,8 +263,11 @@ func TestTheCacheHoldsOnlyKuikAnnotationsOfPods(t *testing.T) {
 	var cached any
 	eventually(t, func() error {
 		var ok bool
-		if cached, ok, err = st.GetByKey(ns + "/p"); err != nil || !ok {
-			return fmt.Errorf("not cached yet (%v)", err)
+		if cached, ok, err = st.GetByKey(ns + "/p"); err != nil {
+			return err
+		}
+		if !ok {
+			return errors.New("not cached yet")
 		}
 		return nil
 	})

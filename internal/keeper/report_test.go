@@ -76,7 +76,7 @@ func ownedStatus(t *testing.T, m *v1alpha1.ImageMirror, manager string) []string
 		var fields struct {
 			Status map[string]json.RawMessage `json:"f:status"`
 		}
-		if err := json.Unmarshal(f.FieldsV1.Raw, &fields); err != nil {
+		if err := json.Unmarshal(f.FieldsV1.GetRawBytes(), &fields); err != nil {
 			t.Fatal(err)
 		}
 		for k, v := range fields.Status {
