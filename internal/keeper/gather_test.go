@@ -209,12 +209,17 @@ func TestGatherReadsLivePodsNamespacesTemplatesAndKeepMirrors(t *testing.T) {
 		if _, ok := in.Specs[keepMirror.Name]; !ok {
 			return fmt.Errorf("the keep-enabled mirror is not gathered yet: %v", in.Mirrors)
 		}
-		if _, ok := in.Specs[alt.Name]; ok || in.Index == nil {
-			return fmt.Errorf("unexpected specs %v or no index", in.Specs)
+		for _, h := range []string{"route.example:5000", "plain.example"} {
+			if _, ok := in.DeclaredHosts[h]; !ok {
+				return fmt.Errorf("the resource declaring %s is not gathered yet", h)
+			}
 		}
 		return nil
 	})
 
+	if in.Index == nil || in.Index.Len() == 0 {
+		t.Errorf("no routing index: %v", in.Index)
+	}
 	if d := cmp.Diff(labels.Set{"team": "a", corev1.LabelMetadataName: ns}, in.Snapshot.Namespaces[ns]); d != "" {
 		t.Errorf("namespace labels (-want +got):\n%s", d)
 	}
