@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/enix/kuik/internal/keep"
+	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
@@ -102,7 +103,8 @@ func metaOf(o *metav1.ObjectMeta) cachedMeta {
 type cachedPod struct {
 	cachedMeta
 	Labels *stringMap
-	// Annotations are kuik's only (kuik.enix.io/…): keep reads its records, nothing else.
+	// Annotations are kuik's only (kuik.enix.io/…), each at most routing.MaxRecordBytes:
+	// keep reads its records, nothing else.
 	Annotations *stringMap
 	Deleting    bool
 	Phase       corev1.PodPhase
@@ -259,7 +261,8 @@ func podOf(p *corev1.Pod) *cachedPod {
 	}
 	var kuik map[string]string
 	for k, v := range p.Annotations {
-		if strings.HasPrefix(k, kuikAnnotationPrefix) {
+		// A value over what the webhook writes is the pod author's: left out, as if absent.
+		if strings.HasPrefix(k, kuikAnnotationPrefix) && len(v) <= routing.MaxRecordBytes {
 			if kuik == nil {
 				kuik = map[string]string{}
 			}

@@ -19,6 +19,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/enix/kuik/internal/keep"
+	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
@@ -101,6 +102,7 @@ func TestTransformsKeepWhatKeepReadsAndAreIdempotent(t *testing.T) {
 	p.Status.EphemeralContainerStatuses = []corev1.ContainerStatus{{Name: "debug", Image: "docker.io/library/busybox:1.37", ImageID: "docker.io/library/busybox@sha256:" + strings.Repeat("0", 64)}}
 	now := metav1.Now()
 	p.DeletionTimestamp = &now
+	p.Annotations[v1alpha1.AnnotationDryRun] = strings.Repeat("z", routing.MaxRecordBytes+1)
 	obj, err := TransformPod(p)
 	if err != nil {
 		t.Fatal(err)

@@ -3,12 +3,14 @@ package keeper
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -77,6 +79,12 @@ func truncate(note string) string {
 // every pass, and the next pass writes what was held back. The condition keeps its
 // lastTransitionTime while its status does not change.
 func (r *reporter) Status(ctx context.Context, mirror *v1alpha1.ImageMirror, st v1alpha1.KeepStatus, ready metav1.Condition) error {
+	// The API server keeps seconds: compare and write what it will hold.
+	st.Failures = slices.Clone(st.Failures)
+	for i := range st.Failures {
+		st.Failures[i].LastAttempt = seconds(st.Failures[i].LastAttempt)
+	}
+	ready.LastTransitionTime = seconds(ready.LastTransitionTime)
 	ready.Type = v1alpha1.ConditionKeepReady
 	if ready.ObservedGeneration == 0 {
 		ready.ObservedGeneration = mirror.Generation
@@ -86,7 +94,7 @@ func (r *reporter) Status(ctx context.Context, mirror *v1alpha1.ImageMirror, st 
 	case current != nil && current.Status == ready.Status:
 		ready.LastTransitionTime = current.LastTransitionTime
 	case ready.LastTransitionTime.IsZero():
-		ready.LastTransitionTime = metav1.NewTime(r.now())
+		ready.LastTransitionTime = seconds(metav1.NewTime(r.now()))
 	}
 	if current != nil && equality.Semantic.DeepEqual(*current, ready) && equality.Semantic.DeepEqual(mirror.Status.Keep, &st) {
 		return nil
@@ -109,10 +117,21 @@ func (r *reporter) Status(ctx context.Context, mirror *v1alpha1.ImageMirror, st 
 		r.mu.Lock()
 		delete(r.written, mirror.UID)
 		r.mu.Unlock()
+		if apierrors.IsNotFound(err) {
+			return nil // the mirror is gone
+		}
 		return fmt.Errorf("applying the keep status of ImageMirror %q: %w", mirror.Name, err)
 	}
 	logr.FromContextOrDiscard(ctx).V(1).Info("keep status written", "imageMirror", mirror.Name, "ready", ready.Status, "reason", ready.Reason)
 	return nil
+}
+
+// seconds is t truncated to the second, as the API server stores it.
+func seconds(t metav1.Time) metav1.Time {
+	if t.IsZero() {
+		return t
+	}
+	return metav1.NewTime(t.Truncate(time.Second))
 }
 
 // statusPatch is the apply patch of an ImageMirror's status.keep and KeepReady condition. The

@@ -170,14 +170,18 @@ func TestStatusSkipsUnchangedAndTooFrequentWrites(t *testing.T) {
 	clock := time.Unix(5000, 0).UTC()
 	r := newReporter(k.cl, nil, time.Minute, func() time.Time { return clock })
 	keeping := metav1.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonKeeping, Message: "keeping"}
-	if err := r.Status(ctx, k.getMirror(t, name), v1alpha1.KeepStatus{Desired: 1, Present: 1}, keeping); err != nil {
+	// A failure attempted at a time finer than the API server keeps.
+	failed := func() v1alpha1.KeepStatus {
+		return v1alpha1.KeepStatus{Desired: 1, Present: 1, Failures: []v1alpha1.KeepFailure{{Image: "docker.io/library/a:1", Reason: v1alpha1.KeepStalled, LastAttempt: metav1.NewTime(time.Unix(4999, 123456789))}}}
+	}
+	if err := r.Status(ctx, k.getMirror(t, name), failed(), keeping); err != nil {
 		t.Fatal(err)
 	}
 	first := k.getMirror(t, name)
 
 	// The same status again, a minute later: nothing to write.
 	clock = clock.Add(2 * time.Minute)
-	if err := r.Status(ctx, first, v1alpha1.KeepStatus{Desired: 1, Present: 1}, keeping); err != nil {
+	if err := r.Status(ctx, first, failed(), keeping); err != nil {
 		t.Fatal(err)
 	}
 	if got := k.getMirror(t, name); got.ResourceVersion != first.ResourceVersion {
