@@ -79,7 +79,8 @@ type gatherer struct {
 	failures *listFailures
 }
 
-// Gather reads one plan pass's Inputs from the caches: the routing index, the keep-enabled
+// Gather reads one plan pass's Inputs from the informers' stores, never blocking on a cache
+// that has not synced: the routing index, the keep-enabled
 // mirrors, the live pods, the namespaces' labels and the workload templates. A routing
 // resource the index refuses is logged and left out; an error means a cache could not be read
 // at all. Safety.Synced is false until every informer has synced (the Snapshot is then
@@ -94,23 +95,23 @@ func (g *gatherer) Gather(ctx context.Context) (Inputs, error) {
 	}
 	in.Safety = keep.Safety{Synced: synced, ListFailed: g.failures.failed()}
 
-	var alts v1alpha1.ImageAlternativeList
-	if err := g.cache.List(ctx, &alts); err != nil {
-		return Inputs{}, fmt.Errorf("listing ImageAlternatives: %w", err)
+	alts, err := storeItems[v1alpha1.ImageAlternative](ctx, g, &v1alpha1.ImageAlternative{})
+	if err != nil {
+		return Inputs{}, err
 	}
-	var mirrors v1alpha1.ImageMirrorList
-	if err := g.cache.List(ctx, &mirrors); err != nil {
-		return Inputs{}, fmt.Errorf("listing ImageMirrors: %w", err)
+	mirrors, err := storeItems[v1alpha1.ImageMirror](ctx, g, &v1alpha1.ImageMirror{})
+	if err != nil {
+		return Inputs{}, err
 	}
 	// TODO(integrator): apply the cluster ID here (the routing index's cluster-ID naming), so
 	// that the keeper's destinations are the webhook's candidates.
-	ix, errs := routing.NewIndex(alts.Items, mirrors.Items)
+	ix, errs := routing.NewIndex(alts, mirrors)
 	for _, err := range errs {
 		log.Error(err, "routing resource left out of the index")
 	}
 	in.Index = ix
-	in.Mirrors, in.Specs = keepMirrors(mirrors.Items)
-	in.DeclaredHosts, in.InsecureHosts = hosts(alts.Items, mirrors.Items)
+	in.Mirrors, in.Specs = keepMirrors(mirrors)
+	in.DeclaredHosts, in.InsecureHosts = hosts(alts, mirrors)
 
 	if in.Snapshot.Pods, err = g.pods(ctx); err != nil {
 		return Inputs{}, err
@@ -149,6 +150,28 @@ func (g *gatherer) store(ctx context.Context, obj client.Object) (toolscache.Sto
 		return nil, fmt.Errorf("informer for %T is a %T, not a shared index informer", obj, inf)
 	}
 	return si.GetStore(), nil
+}
+
+// storeItems are the objects of obj's informer store, shallow copies sharing the cache's
+// maps and slices: read only.
+func storeItems[T any, P interface {
+	*T
+	client.Object
+}](ctx context.Context, g *gatherer, obj P) ([]T, error) {
+	st, err := g.store(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	items := st.List()
+	out := make([]T, 0, len(items))
+	for _, item := range items {
+		o, ok := item.(P)
+		if !ok {
+			return nil, fmt.Errorf("the %T cache holds a %T", obj, item)
+		}
+		out = append(out, *o)
+	}
+	return out, nil
 }
 
 // pods are the live pods, sorted by namespace and name.

@@ -334,3 +334,23 @@ func TestTheCacheRefusesSecretsAndConfigMapsOfOtherNamespaces(t *testing.T) {
 		}
 	}
 }
+
+func TestGatherSaysWhenTheCacheIsNotSyncedAndAListFailed(t *testing.T) {
+	k := newKube(t)
+	release := k.namespace(t, nil)
+	// An identity with no rights: every list is forbidden.
+	_, g := k.startCacheAs(t, k.cp.ConfigAs("kuik-nobody"), release)
+	eventually(t, func() error {
+		in, err := g.Gather(t.Context())
+		if err != nil {
+			return err
+		}
+		if in.Safety.Synced || !in.Safety.ListFailed {
+			return fmt.Errorf("safety %+v, want unsynced and a failed list", in.Safety)
+		}
+		if len(in.Snapshot.Pods) != 0 || len(in.Mirrors) != 0 {
+			return fmt.Errorf("an unsynced cache gave %d pods and %d mirrors", len(in.Snapshot.Pods), len(in.Mirrors))
+		}
+		return nil
+	})
+}

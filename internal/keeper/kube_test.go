@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -94,6 +95,19 @@ func (k kube) namespace(t *testing.T, labels map[string]string) string {
 // keeper runs, synced, and the gatherer over it.
 func (k kube) startCache(t *testing.T, namespace string) (cache.Cache, *gatherer) {
 	t.Helper()
+	c, g := k.startCacheAs(t, k.cp.Config(), namespace)
+	wctx, wcancel := context.WithTimeout(t.Context(), time.Minute)
+	defer wcancel()
+	if !c.WaitForCacheSync(wctx) {
+		t.Fatal("the cache did not sync")
+	}
+	return c, g
+}
+
+// startCacheAs starts the keeper's cache with the identity of cfg, without waiting for it to
+// sync.
+func (k kube) startCacheAs(t *testing.T, cfg *rest.Config, namespace string) (cache.Cache, *gatherer) {
+	t.Helper()
 	scheme, err := Scheme()
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +116,7 @@ func (k kube) startCache(t *testing.T, namespace string) (cache.Cache, *gatherer
 	opts.Scheme = scheme
 	failures := &listFailures{now: time.Now}
 	opts.DefaultWatchErrorHandler = failures.handler
-	c, err := cache.New(k.cp.Config(), opts)
+	c, err := cache.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,11 +134,6 @@ func (k kube) startCache(t *testing.T, namespace string) (cache.Cache, *gatherer
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	wctx, wcancel := context.WithTimeout(t.Context(), time.Minute)
-	defer wcancel()
-	if !c.WaitForCacheSync(wctx) {
-		t.Fatal("the cache did not sync")
-	}
 	return c, &gatherer{cache: c, failures: failures}
 }
 
