@@ -95,7 +95,7 @@ func (m *cachedMeta) GetObjectMeta() metav1.Object {
 func (*cachedMeta) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
 func metaOf(o *metav1.ObjectMeta) cachedMeta {
-	return cachedMeta{Name: o.Name, Namespace: intern(o.Namespace), ResourceVersion: o.ResourceVersion}
+	return cachedMeta{Name: o.Name, Namespace: o.Namespace, ResourceVersion: o.ResourceVersion}
 }
 
 // cachedPod is what the keeper caches of a pod: keep.Pod's fields, whether it is live, and its
@@ -120,11 +120,11 @@ type cachedContainer struct {
 }
 
 func (c *cachedContainer) container() keep.Container {
-	return keep.Container{Name: c.Name, Image: value(c.Image), ImageID: value(c.ImageID), StatusImage: value(c.StatusImage)}
+	return keep.Container{Name: c.Name, Image: handleValue(c.Image), ImageID: handleValue(c.ImageID), StatusImage: handleValue(c.StatusImage)}
 }
 
-// value is h's string, "" for the zero Handle (a container with no status yet).
-func value(h unique.Handle[string]) string {
+// handleValue is h's string, "" for the zero Handle (a container with no status yet).
+func handleValue(h unique.Handle[string]) string {
 	if h == (unique.Handle[string]{}) {
 		return ""
 	}
@@ -171,7 +171,7 @@ func (t *cachedTemplate) DeepCopyObject() k8sruntime.Object {
 func (t *cachedTemplate) template() keep.Template {
 	images := make([]string, len(t.Images))
 	for i, h := range t.Images {
-		images[i] = value(h)
+		images[i] = handleValue(h)
 	}
 	return keep.Template{Kind: t.Kind, Namespace: t.Namespace, Name: t.Name, Labels: t.Labels.get(), Images: images}
 }
@@ -195,7 +195,7 @@ type sharedMaps struct {
 	byKey map[string]weak.Pointer[stringMap]
 }
 
-var shared = &sharedMaps{byKey: map[string]weak.Pointer[stringMap]{}}
+var stringMaps = &sharedMaps{byKey: map[string]weak.Pointer[stringMap]{}}
 
 // share returns the stringMap holding m's content; nil for an empty m.
 func (s *sharedMaps) share(m map[string]string) *stringMap {
@@ -230,15 +230,6 @@ func (s *sharedMaps) forget(key string) {
 	}
 }
 
-// intern returns the canonical copy of s: the strings many objects repeat (namespaces, images)
-// are held once.
-func intern(s string) string {
-	if s == "" {
-		return ""
-	}
-	return unique.Make(s).Value()
-}
-
 // TransformPod turns a pod into the cachedPod the keeper keeps of it. The informer may hand it
 // its own output again: that is returned as is.
 func TransformPod(in any) (any, error) {
@@ -255,7 +246,7 @@ func TransformPod(in any) (any, error) {
 func podOf(p *corev1.Pod) *cachedPod {
 	out := &cachedPod{
 		cachedMeta: metaOf(&p.ObjectMeta),
-		Labels:     shared.share(p.Labels),
+		Labels:     stringMaps.share(p.Labels),
 		Deleting:   p.DeletionTimestamp != nil,
 		Phase:      p.Status.Phase,
 	}
@@ -269,7 +260,7 @@ func podOf(p *corev1.Pod) *cachedPod {
 			kuik[k] = v
 		}
 	}
-	out.Annotations = shared.share(kuik)
+	out.Annotations = stringMaps.share(kuik)
 	n := len(p.Spec.InitContainers) + len(p.Spec.Containers) + len(p.Spec.EphemeralContainers)
 	if n == 0 {
 		return out
@@ -333,7 +324,7 @@ func transformTemplate(kind keep.TemplateKind) toolscache.TransformFunc {
 		default:
 			return nil, fmt.Errorf("caching a %s: unexpected %T", kind, in)
 		}
-		out := &cachedTemplate{cachedMeta: metaOf(meta), Kind: kind, Labels: shared.share(tmpl.Labels)}
+		out := &cachedTemplate{cachedMeta: metaOf(meta), Kind: kind, Labels: stringMaps.share(tmpl.Labels)}
 		for _, cs := range [][]corev1.Container{tmpl.Spec.InitContainers, tmpl.Spec.Containers} {
 			for i := range cs {
 				out.Images = append(out.Images, unique.Make(cs[i].Image))

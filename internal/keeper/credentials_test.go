@@ -36,8 +36,8 @@ func keepMirrorPushing(secret string) *v1alpha1.ImageMirror {
 	}
 }
 
-// username is the authenticator's username; "" for anonymous.
-func username(t *testing.T, a authn.Authenticator) string {
+// authUsername is the authenticator's username; "" for anonymous.
+func authUsername(t *testing.T, a authn.Authenticator) string {
 	t.Helper()
 	cfg, err := a.Authorization()
 	if err != nil {
@@ -74,7 +74,7 @@ func TestCredentialsFromTheReleaseNamespacesSecrets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, func() error {
+	eventuallyOK(t, func() error {
 		return c.Get(ctx, client.ObjectKey{Namespace: release, Name: "broken"}, &corev1.Secret{})
 	})
 	creds := &secretCredentials{reader: c, namespace: release}
@@ -83,7 +83,7 @@ func TestCredentialsFromTheReleaseNamespacesSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := username(t, a); got != "pusher" {
+	if got := authUsername(t, a); got != "pusher" {
 		t.Errorf("push credential of user %q, want pusher", got)
 	}
 	anonymous := keepMirrorPushing("")
@@ -121,7 +121,7 @@ func TestCredentialsFromTheReleaseNamespacesSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := username(t, a); got != "reader" {
+	if got := authUsername(t, a); got != "reader" {
 		t.Errorf("source credential of user %q, want reader", got)
 	}
 	for name, tc := range map[string]struct {

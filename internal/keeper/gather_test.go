@@ -22,13 +22,13 @@ import (
 )
 
 const (
-	imageID    = "docker.io/library/nginx@sha256:0000000000000000000000000000000000000000000000000000000000000001"
-	initImages = "busybox:1.37"
+	appImageID = "docker.io/library/nginx@sha256:0000000000000000000000000000000000000000000000000000000000000001"
+	initImage  = "busybox:1.37"
 )
 
 func podTemplate(app string, images ...string) corev1.PodTemplateSpec {
 	t := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}}}
-	t.Spec.InitContainers = []corev1.Container{{Name: "init", Image: initImages}}
+	t.Spec.InitContainers = []corev1.Container{{Name: "init", Image: initImage}}
 	for i, img := range images {
 		t.Spec.Containers = append(t.Spec.Containers, corev1.Container{Name: fmt.Sprintf("c%d", i), Image: img})
 	}
@@ -60,7 +60,7 @@ func TestGatherReadsLivePodsNamespacesTemplatesAndKeepMirrors(t *testing.T) {
 			},
 		},
 		Spec: corev1.PodSpec{
-			InitContainers: []corev1.Container{{Name: "init", Image: initImages}},
+			InitContainers: []corev1.Container{{Name: "init", Image: initImage}},
 			Containers:     []corev1.Container{{Name: "app", Image: "mirror.example/docker.io/library/nginx:1.27"}, {Name: "side", Image: "quay.io/acme/side:v1"}},
 		},
 	}
@@ -80,7 +80,7 @@ func TestGatherReadsLivePodsNamespacesTemplatesAndKeepMirrors(t *testing.T) {
 	running.Status = corev1.PodStatus{
 		Phase:                 corev1.PodRunning,
 		InitContainerStatuses: []corev1.ContainerStatus{{Name: "init", Image: "docker.io/library/busybox:1.37", ImageID: "docker.io/library/busybox@sha256:0000000000000000000000000000000000000000000000000000000000000002"}},
-		ContainerStatuses:     []corev1.ContainerStatus{{Name: "app", Image: "mirror.example/docker.io/library/nginx:1.27", ImageID: imageID}},
+		ContainerStatuses:     []corev1.ContainerStatus{{Name: "app", Image: "mirror.example/docker.io/library/nginx:1.27", ImageID: appImageID}},
 	}
 	done.Status.Phase = corev1.PodSucceeded
 	for _, p := range []*corev1.Pod{running, done} {
@@ -177,23 +177,23 @@ func TestGatherReadsLivePodsNamespacesTemplatesAndKeepMirrors(t *testing.T) {
 			v1alpha1.AnnotationRewrittenBy:    `{"app":"ImageMirror/m"}`,
 		},
 		Containers: []keep.Container{
-			{Name: "init", Image: initImages, ImageID: "docker.io/library/busybox@sha256:0000000000000000000000000000000000000000000000000000000000000002", StatusImage: "docker.io/library/busybox:1.37"},
-			{Name: "app", Image: "mirror.example/docker.io/library/nginx:1.27", ImageID: imageID, StatusImage: "mirror.example/docker.io/library/nginx:1.27"},
+			{Name: "init", Image: initImage, ImageID: "docker.io/library/busybox@sha256:0000000000000000000000000000000000000000000000000000000000000002", StatusImage: "docker.io/library/busybox:1.37"},
+			{Name: "app", Image: "mirror.example/docker.io/library/nginx:1.27", ImageID: appImageID, StatusImage: "mirror.example/docker.io/library/nginx:1.27"},
 			{Name: "side", Image: "quay.io/acme/side:v1"},
 		},
 	}}
 	wantTemplates := []keep.Template{
-		{Kind: keep.KindCronJob, Namespace: ns, Name: "nightly", Labels: labels.Set{"app": "cron"}, Images: []string{initImages, "cron:1"}},
-		{Kind: keep.KindDaemonSet, Namespace: ns, Name: "agent", Labels: labels.Set{"app": "ds"}, Images: []string{initImages, "ds:1", "ds-side:1"}},
+		{Kind: keep.KindCronJob, Namespace: ns, Name: "nightly", Labels: labels.Set{"app": "cron"}, Images: []string{initImage, "cron:1"}},
+		{Kind: keep.KindDaemonSet, Namespace: ns, Name: "agent", Labels: labels.Set{"app": "ds"}, Images: []string{initImage, "ds:1", "ds-side:1"}},
 		// The API server adds the job's own labels to its template.
-		{Kind: keep.KindJob, Namespace: ns, Name: "once", Labels: objs[3].(*batchv1.Job).Spec.Template.Labels, Images: []string{initImages, "job:1"}},
-		{Kind: keep.KindReplicaSet, Namespace: ns, Name: "web-1", Labels: labels.Set{"app": "rs"}, Images: []string{initImages, "rs:1"}},
-		{Kind: keep.KindStatefulSet, Namespace: ns, Name: "db", Labels: labels.Set{"app": "sts"}, Images: []string{initImages, "sts:1"}},
+		{Kind: keep.KindJob, Namespace: ns, Name: "once", Labels: objs[3].(*batchv1.Job).Spec.Template.Labels, Images: []string{initImage, "job:1"}},
+		{Kind: keep.KindReplicaSet, Namespace: ns, Name: "web-1", Labels: labels.Set{"app": "rs"}, Images: []string{initImage, "rs:1"}},
+		{Kind: keep.KindStatefulSet, Namespace: ns, Name: "db", Labels: labels.Set{"app": "sts"}, Images: []string{initImage, "sts:1"}},
 	}
 	wantMirror := keep.Mirror{Name: prefix + "-keep", Destination: "mirror.example/", Retention: 2 * time.Hour, CountTemplates: false, AllowPrivateSources: true}
 
 	var in Inputs
-	eventually(t, func() error {
+	eventuallyOK(t, func() error {
 		var err error
 		if in, err = g.Gather(ctx); err != nil {
 			return err
@@ -266,7 +266,7 @@ func TestTheCacheHoldsOnlyKuikAnnotationsOfPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cached any
-	eventually(t, func() error {
+	eventuallyOK(t, func() error {
 		var ok bool
 		if cached, ok, err = st.GetByKey(ns + "/p"); err != nil {
 			return err
@@ -309,7 +309,7 @@ func TestTheCacheRefusesSecretsAndConfigMapsOfOtherNamespaces(t *testing.T) {
 			}
 		}
 	}
-	eventually(t, func() error {
+	eventuallyOK(t, func() error {
 		if err := c.Get(ctx, client.ObjectKey{Namespace: release, Name: "s"}, &corev1.Secret{}); err != nil {
 			return err
 		}
@@ -340,7 +340,7 @@ func TestGatherSaysWhenTheCacheIsNotSyncedAndAListFailed(t *testing.T) {
 	release := k.namespace(t, nil)
 	// An identity with no rights: every list is forbidden.
 	_, g := k.startCacheAs(t, k.cp.ConfigAs("kuik-nobody"), release)
-	eventually(t, func() error {
+	eventuallyOK(t, func() error {
 		in, err := g.Gather(t.Context())
 		if err != nil {
 			return err

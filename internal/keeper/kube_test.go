@@ -137,8 +137,8 @@ func (k kube) startCacheAs(t *testing.T, cfg *rest.Config, namespace string) (ca
 	return c, &gatherer{cache: c, failures: failures}
 }
 
-// eventually polls cond until it holds or a minute passes; cond's error says what is wrong.
-func eventually(t *testing.T, cond func() error) {
+// eventuallyOK polls cond until it holds or a minute passes; cond's error says what is wrong.
+func eventuallyOK(t *testing.T, cond func() error) {
 	t.Helper()
 	var last error
 	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {

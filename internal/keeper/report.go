@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,19 +57,20 @@ func (r *reporter) Outcome(_ context.Context, mirror *v1alpha1.ImageMirror, o Ou
 	}
 	if o.Err != nil {
 		note := fmt.Sprintf("%s: %s: %v", o.Want.Origin, o.Reason, o.Err)
-		r.recorder.Event(mirror, corev1.EventTypeWarning, v1alpha1.EventKeepFailed, truncate(note))
+		r.recorder.Event(mirror, corev1.EventTypeWarning, v1alpha1.EventKeepFailed, eventNote(note))
 		return
 	}
 	switch o.Result.Action {
 	case transfer.Copied, transfer.Tagged:
 		note := fmt.Sprintf("%s → %s (%s): %s", o.Want.Origin, o.Want.Destination, o.Result.Digest, o.Result.Action)
-		r.recorder.Event(mirror, corev1.EventTypeNormal, v1alpha1.EventImageKept, truncate(note))
+		r.recorder.Event(mirror, corev1.EventTypeNormal, v1alpha1.EventImageKept, eventNote(note))
 	}
 }
 
-func truncate(note string) string {
+// eventNote bounds an event message to maxEventNote bytes.
+func eventNote(note string) string {
 	if len(note) > maxEventNote {
-		return note[:maxEventNote-3] + "..."
+		return strings.ToValidUTF8(note[:maxEventNote-3], "") + "..."
 	}
 	return note
 }
@@ -82,9 +84,9 @@ func (r *reporter) Status(ctx context.Context, mirror *v1alpha1.ImageMirror, st 
 	// The API server keeps seconds: compare and write what it will hold.
 	st.Failures = slices.Clone(st.Failures)
 	for i := range st.Failures {
-		st.Failures[i].LastAttempt = seconds(st.Failures[i].LastAttempt)
+		st.Failures[i].LastAttempt = apiSeconds(st.Failures[i].LastAttempt)
 	}
-	ready.LastTransitionTime = seconds(ready.LastTransitionTime)
+	ready.LastTransitionTime = apiSeconds(ready.LastTransitionTime)
 	ready.Type = v1alpha1.ConditionKeepReady
 	if ready.ObservedGeneration == 0 {
 		ready.ObservedGeneration = mirror.Generation
@@ -94,7 +96,7 @@ func (r *reporter) Status(ctx context.Context, mirror *v1alpha1.ImageMirror, st 
 	case current != nil && current.Status == ready.Status:
 		ready.LastTransitionTime = current.LastTransitionTime
 	case ready.LastTransitionTime.IsZero():
-		ready.LastTransitionTime = seconds(metav1.NewTime(r.now()))
+		ready.LastTransitionTime = apiSeconds(metav1.NewTime(r.now()))
 	}
 	if current != nil && equality.Semantic.DeepEqual(*current, ready) && equality.Semantic.DeepEqual(mirror.Status.Keep, &st) {
 		return nil
@@ -126,8 +128,8 @@ func (r *reporter) Status(ctx context.Context, mirror *v1alpha1.ImageMirror, st 
 	return nil
 }
 
-// seconds is t truncated to the second, as the API server stores it.
-func seconds(t metav1.Time) metav1.Time {
+// apiSeconds is t truncated to the second, as the API server stores it.
+func apiSeconds(t metav1.Time) metav1.Time {
 	if t.IsZero() {
 		return t
 	}

@@ -256,7 +256,7 @@ func TestOutcomeEventsOnTheMirror(t *testing.T) {
 		{corev1.EventTypeWarning, v1alpha1.EventKeepFailed, "docker.io/library/failed:1: AuthRequired: 401 unauthorized"},
 	}
 	var got []event
-	eventually(t, func() error {
+	eventuallyOK(t, func() error {
 		var list corev1.EventList
 		if err := k.cl.List(ctx, &list, client.InNamespace(metav1.NamespaceDefault), client.MatchingFields{"involvedObject.name": name}); err != nil {
 			return err

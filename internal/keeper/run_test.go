@@ -47,7 +47,7 @@ func TestNewManagerTakesTheLeaseAndStartsTheKeeper(t *testing.T) {
 
 	// The Lease of the default ID, in the release namespace, held by this manager (released
 	// again if the manager stopped).
-	eventually(t, func() error {
+	eventuallyOK(t, func() error {
 		var lease coordinationv1.Lease
 		if err := k.cl.Get(t.Context(), client.ObjectKey{Namespace: release, Name: DefaultLeaderElectionID}, &lease); err != nil {
 			return err
@@ -87,7 +87,7 @@ func TestNewManagerTakesTheLeaseAndStartsTheKeeper(t *testing.T) {
 		}
 		return nil
 	}
-	eventually(t, ready)
+	eventuallyOK(t, ready)
 	select {
 	case err := <-errc:
 		if err == nil || !strings.Contains(err.Error(), placeholderError) {
@@ -115,7 +115,7 @@ func TestInformerEventsTriggerPlanPasses(t *testing.T) {
 	}
 	count := func() int { mu.Lock(); defer mu.Unlock(); return triggers }
 	// The informers hand the handlers what they hold, then every change.
-	eventually(t, func() error {
+	eventuallyOK(t, func() error {
 		if count() == 0 {
 			return errors.New("no trigger yet")
 		}
@@ -131,7 +131,7 @@ func TestInformerEventsTriggerPlanPasses(t *testing.T) {
 		if err := k.cl.Create(ctx, obj); err != nil {
 			t.Fatalf("creating %s: %v", name, err)
 		}
-		eventually(t, func() error {
+		eventuallyOK(t, func() error {
 			if count() == before {
 				return fmt.Errorf("creating %s triggered no pass", name)
 			}
