@@ -77,6 +77,8 @@ func (f *listFailures) failed() bool {
 type gatherer struct {
 	cache    cache.Cache
 	failures *listFailures
+	// clusterID names this cluster's tags (routing.Index.WithClusterID), as the webhook does.
+	clusterID string
 }
 
 // Gather reads one plan pass's Inputs from the informers' stores, never blocking on a cache
@@ -93,7 +95,7 @@ func (g *gatherer) Gather(ctx context.Context) (Inputs, error) {
 	if err != nil {
 		return Inputs{}, err
 	}
-	in.Safety = keep.Safety{Synced: synced, ListFailed: g.failures.failed()}
+	in.Safety = keep.Safety{Synced: synced, ListFailed: g.failures.failed(), ClusterID: g.clusterID}
 
 	alts, err := storeItems[v1alpha1.ImageAlternative](ctx, g, &v1alpha1.ImageAlternative{})
 	if err != nil {
@@ -103,13 +105,12 @@ func (g *gatherer) Gather(ctx context.Context) (Inputs, error) {
 	if err != nil {
 		return Inputs{}, err
 	}
-	// TODO(integrator): apply the cluster ID here (the routing index's cluster-ID naming), so
-	// that the keeper's destinations are the webhook's candidates.
+	// The webhook's own index and naming: the keeper's destinations are its candidates.
 	ix, errs := routing.NewIndex(alts, mirrors)
 	for _, err := range errs {
 		log.Error(err, "routing resource left out of the index")
 	}
-	in.Index = ix
+	in.Index = ix.WithClusterID(g.clusterID)
 	in.Mirrors, in.Specs = keepMirrors(mirrors)
 	in.DeclaredHosts, in.InsecureHosts = hosts(alts, mirrors)
 

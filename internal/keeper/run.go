@@ -17,10 +17,13 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/enix/kuik/internal/keep/transfer"
+	"github.com/enix/kuik/internal/keeper/inventory"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
@@ -127,16 +130,19 @@ func newManager(ctx context.Context, restConfig *rest.Config, opts Options) (man
 	}
 	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: FieldManager})
 
-	g := &gatherer{cache: mgr.GetCache(), failures: failures}
+	// The inventory is read and written straight from the API server, never a cache: its
+	// resourceVersion is what stops a deposed leader's write.
+	direct, err := client.New(cfg, client.Options{Scheme: scheme, HTTPClient: mgr.GetHTTPClient(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("building the inventory's client: %w", err)
+	}
+	g := &gatherer{cache: mgr.GetCache(), failures: failures, clusterID: opts.ClusterID}
 	k := NewKeeper(opts, Deps{
-		Gather: g.Gather,
-		// Store is the inventory (internal/keeper/inventory.NewStore over ConfigMaps of
-		// opts.Namespace); TODO(integrator): wire it.
-		Store:  nil,
-		Creds:  &secretCredentials{reader: mgr.GetCache(), namespace: opts.Namespace},
-		Report: newReporter(mgr.GetClient(), recorder, opts.StatusInterval, nil),
-		// DeleteTag is transfer.DeleteTag; TODO(integrator): wire it.
-		DeleteTag: nil,
+		Gather:    g.Gather,
+		Store:     inventory.NewStore(direct, opts.Namespace),
+		Creds:     &secretCredentials{reader: mgr.GetCache(), namespace: opts.Namespace},
+		Report:    newReporter(mgr.GetClient(), recorder, opts.StatusInterval, nil),
+		DeleteTag: transfer.DeleteTag,
 	})
 	if err := addTriggers(ctx, mgr.GetCache(), k.Trigger); err != nil {
 		return nil, nil, err
