@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,9 +18,6 @@ import (
 	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
-
-// placeholderError is what keeper.go's placeholder Start returns until the scheduler lands.
-const placeholderError = "the keeper's scheduler is not wired yet"
 
 func TestNewManagerTakesTheLeaseAndStartsTheKeeper(t *testing.T) {
 	k := newKube(t)
@@ -64,8 +60,7 @@ func TestNewManagerTakesTheLeaseAndStartsTheKeeper(t *testing.T) {
 		return nil
 	})
 
-	// Until the scheduler lands, its placeholder Start fails: that error is the keeper started
-	// as the leader. Once it has, the manager runs until cancelled, ready.
+	// The manager runs until cancelled, ready.
 	ready := func() error {
 		select {
 		case err := <-errc:
@@ -90,11 +85,7 @@ func TestNewManagerTakesTheLeaseAndStartsTheKeeper(t *testing.T) {
 	eventuallyOK(t, ready)
 	select {
 	case err := <-errc:
-		if err == nil || !strings.Contains(err.Error(), placeholderError) {
-			t.Fatalf("the manager stopped: %v", err)
-		}
-		t.Logf("the placeholder scheduler was started as the leader: %v", err)
-		return
+		t.Fatalf("the manager stopped: %v", err)
 	case <-time.After(time.Second):
 	}
 	cancel()
