@@ -24,11 +24,11 @@ node: ## Build containerd, its shim, ctr and the CNI plugins into the cache, and
 	@hack/node.sh >/dev/null
 
 .PHONY: build
-build: ## Build the webhook and secret-syncer binaries into bin/.
+build: ## Build the webhook, secret-syncer and keeper binaries into bin/.
 	$(GO) build -trimpath -o $(BIN_DIR)/ ./cmd/...
 
 .PHONY: images
-images: ## Build the webhook and secret-syncer images (linux/amd64+arm64, OCI layout in _output/images); REGISTRY=host[:port]/path pushes them.
+images: ## Build the webhook, secret-syncer and keeper images (linux/amd64+arm64, OCI layout in _output/images); REGISTRY=host[:port]/path pushes them.
 	$(GO) run ./hack/images -out _output/images -bin _output/bin $(if $(REGISTRY),-registry=$(REGISTRY)) $(if $(filter 1 true,$(REGISTRY_INSECURE)),-insecure) $(if $(TAG),-tag=$(TAG))
 # make test builds the images first: internal/images's test then finds go's build cache warm for
 # both platforms (cross-compiling from cold takes longer than go test's default timeout here).

@@ -43,12 +43,12 @@ import (
 )
 
 // monitoringOn turns on the ServiceMonitors (whose Services name the jobs), the PrometheusRule
-// and the dashboard.
+// and the dashboard, and the keeper (whose alerts render only with it).
 var monitoringOn = map[string]any{"metrics": map[string]any{
 	"serviceMonitor":   map[string]any{"enabled": true},
 	"prometheusRule":   map[string]any{"enabled": true},
 	"grafanaDashboard": map[string]any{"enabled": true},
-}}
+}, "keeper": map[string]any{"enabled": true}}
 
 // Metrics kuik's rules and dashboard may name that neither kuik nor controller-runtime exports.
 // Each is proven elsewhere: the API server's by TestAPIServerReportsKuikFailOpens, up is the
@@ -75,6 +75,8 @@ func component(metric string) string {
 		return "webhook"
 	case strings.HasPrefix(metric, "kuik_secret_syncer_"), metric == "leader_election_master_status":
 		return "secret-syncer"
+	case strings.HasPrefix(metric, "kuik_keeper_"):
+		return "keeper"
 	}
 	return ""
 }
@@ -82,7 +84,7 @@ func component(metric string) string {
 // catalog is every metric an expression may select, with the labels its series carry.
 type catalog struct {
 	labels map[string]map[string]bool
-	// jobs are the job label values of kuik's components ("webhook", "secret-syncer").
+	// jobs are the job label values of kuik's components ("webhook", "secret-syncer", "keeper").
 	jobs map[string]string
 }
 
@@ -97,7 +99,7 @@ func (c *capture) Unregister(prometheus.Collector) bool { return false }
 
 var descRE = regexp.MustCompile(`^Desc\{fqName: ("(?:[^"\\]|\\.)*"), .*variableLabels: \{([^{}]*)\}\}$`)
 
-// kuikCatalog is what kuik's two binaries export (their collectors, described) and what
+// kuikCatalog is what kuik's binaries export (their collectors, described) and what
 // controller-runtime's registry holds once a leader elector exists, as in the secret-syncer.
 func kuikCatalog(t *testing.T, r *charts.Rendered) *catalog {
 	t.Helper()
@@ -112,6 +114,9 @@ func kuikCatalog(t *testing.T, r *charts.Rendered) *catalog {
 	}
 	reg := &capture{}
 	if err := metrics.RegisterSyncer(reg); err != nil {
+		t.Fatal(err)
+	}
+	if err := metrics.RegisterKeeper(reg); err != nil {
 		t.Fatal(err)
 	}
 	// A fresh registry refuses two collectors of one name, as the binaries' would.
@@ -414,7 +419,7 @@ func dashboardExprs(t *testing.T, r *charts.Rendered, c *catalog) []promExpr {
 			t.Errorf("variable %s of type %s", v.Name, v.Type)
 		}
 	}
-	for name, val := range map[string]string{"datasource": "", "namespace": ns, "webhook_job": c.jobs["webhook"], "syncer_job": c.jobs["secret-syncer"]} {
+	for name, val := range map[string]string{"datasource": "", "namespace": ns, "webhook_job": c.jobs["webhook"], "syncer_job": c.jobs["secret-syncer"], "keeper_job": c.jobs["keeper"]} {
 		if !defined[name] {
 			t.Errorf("dashboard has no variable %s", name)
 		}
@@ -756,6 +761,11 @@ func TestMonitoringExpressionsNameExportedMetrics(t *testing.T) {
 		"KuikWebhookDown":                 "up{",
 		"KuikSecretSyncerDown":            "up{",
 		"KuikSecretSyncerNoLeader":        "leader_election_master_status{",
+		"KuikKeeperCopiesFailing":         "kuik_keeper_copies_total{",
+		"KuikKeeperRegistryFrozen":        "kuik_keeper_budget_remaining{",
+		"KuikKeeperGarbageCollectionHeld": "kuik_keeper_gc_held_total{",
+		"KuikKeeperKeptTagsDisappearing":  `kuik_keeper_self_heal_checks_total{`,
+		"KuikKeeperDown":                  "up{",
 	}
 	got := map[string]string{}
 	for _, e := range rules {

@@ -58,6 +58,7 @@ func serve(ctx context.Context, o app.Options) error {
 		MetricsBindAddress:       o.MetricsBindAddress,
 		HealthProbeBindAddress:   o.HealthProbeBindAddress,
 		CredentialProviders:      o.CredentialProviders,
+		ClusterID:                o.ClusterID,
 	})
 }
 

@@ -21,7 +21,7 @@ var generators = []struct {
 }{
 	{"api.md", "API reference", "charts/kuik/crds", apiPage},
 	{"values.md", "Chart values", "charts/kuik/values.yaml", valuesPage},
-	{"flags.md", "Command-line flags", "cmd/webhook/app and cmd/secret-syncer/app", flagsPage},
+	{"flags.md", "Command-line flags", "cmd/webhook/app, cmd/secret-syncer/app and cmd/keeper/app", flagsPage},
 	{"metrics.md", "Metrics", "internal/metrics and charts/kuik/files/dashboards", metricsPage},
 }
 

@@ -62,7 +62,7 @@ func TestPagesSayTheyAreGenerated(t *testing.T) {
 }
 
 // The pages hold what their sources declare: a metric of each kind with its labels in declared
-// order, both binaries' flags with defaults, a CEL rule with its message, a chart value.
+// order, every binary's flags with defaults, a CEL rule with its message, a chart value.
 func TestPagesHoldTheirSources(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "")
 	pages, err := Pages(root)
@@ -79,9 +79,12 @@ func TestPagesHoldTheirSources(t *testing.T) {
 			"| `kuik_webhook_admission_duration_seconds` | histogram | `webhook` |",
 			"| `kuik_registry_probes_in_flight` | gauge |  |",
 			"| `kuik_secret_syncer_applies_skipped_total` | counter |  |",
+			"## keeper\n",
+			"| `kuik_keeper_copies_total` | counter | `registry`, `result` |",
 		},
 		"flags.md": {
-			"## webhook\n", "## secret-syncer\n", "### webhook candidates\n", "### secret-syncer render\n",
+			"## webhook\n", "## secret-syncer\n", "## keeper\n", "### webhook candidates\n", "### secret-syncer render\n",
+			"| `--max-image-size` | quantity | `0` |", "| `--leader-election-id` | string | `kuik-keeper` |",
 			"| `--cluster-resource-namespace` | string | `kuik-system` |",
 			"| `-v`, `--v` | int | `0` |",
 		},
@@ -90,7 +93,7 @@ func TestPagesHoldTheirSources(t *testing.T) {
 			"| `spec.alternatives[].auth` | `has(self.secretRef) != has(self.provider)` | auth: exactly one of secretRef or provider must be set |",
 			"| `spec.namespaceSelector` | [LabelSelector](",
 		},
-		"values.md": {"| `metrics.grafanaDashboard.enabled` | bool |"},
+		"values.md": {"| `metrics.grafanaDashboard.enabled` | bool |", "| `keeper.enabled` | bool |"},
 	} {
 		for _, w := range wants {
 			if !strings.Contains(byName[page], w) {

@@ -7,18 +7,19 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	keeperapp "github.com/enix/kuik/cmd/keeper/app"
 	syncerapp "github.com/enix/kuik/cmd/secret-syncer/app"
 	webhookapp "github.com/enix/kuik/cmd/webhook/app"
 )
 
-// flagsPage lists the flags of both binaries and their subcommands, from the commands the
+// flagsPage lists the flags of every binary and their subcommands, from the commands the
 // binaries build (without run functions: nothing runs).
 func flagsPage(string) (string, error) {
 	var b strings.Builder
-	b.WriteString("The flags of both binaries, with their built-in defaults.\n" +
+	b.WriteString("The flags of each binary, with their built-in defaults.\n" +
 		"The chart sets most of them from its values (see values.md).\n" +
 		"The logging flags of a binary are those of its subcommands too.\n")
-	for _, cmd := range []*cobra.Command{webhookapp.NewCommand(nil, nil), syncerapp.NewCommand(nil)} {
+	for _, cmd := range []*cobra.Command{webhookapp.NewCommand(nil, nil), syncerapp.NewCommand(nil), keeperapp.NewCommand(nil)} {
 		fmt.Fprintf(&b, "\n## %s\n\n%s.\n\n", cmd.Name(), cmd.Short)
 		b.WriteString(flagTable(cmd.LocalNonPersistentFlags()))
 		fmt.Fprintf(&b, "\n### Logging flags\n\n")

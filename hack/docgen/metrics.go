@@ -32,6 +32,7 @@ func metricsPage(root string) (string, error) {
 	}{
 		{"webhook", metrics.WebhookCollectors()},
 		{"secret-syncer", metrics.SyncerCollectors()},
+		{"keeper", metrics.KeeperCollectors()},
 	} {
 		ms, err := describe(b.cols)
 		if err != nil {

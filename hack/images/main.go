@@ -1,5 +1,5 @@
-// Command images builds kuik's webhook and secret-syncer images from source, without a container
-// engine (see internal/images), writes them as an OCI layout and optionally pushes them.
+// Command images builds kuik's webhook, secret-syncer and keeper images from source, without a
+// container engine (see internal/images), writes them as an OCI layout and optionally pushes them.
 //
 //	go run ./hack/images [-out _output/images] [-bin _output/bin] [-platforms linux/amd64,linux/arm64]
 //	                     [-registry host[:port][/path] [-insecure]] [-tag TAG]

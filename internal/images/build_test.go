@@ -32,7 +32,7 @@ import (
 
 var elfMachine = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
 
-// TestBuild builds both images for both platforms with go build, pushes them to a registry
+// TestBuild builds every image for both platforms with go build, pushes them to a registry
 // with basic auth, pulls them back and checks what a kubelet would run.
 func TestBuild(t *testing.T) {
 	if testing.Short() {
@@ -50,8 +50,8 @@ func TestBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("first build: %s", time.Since(start))
-	if len(imgs) != 2 || imgs[0].Component.Name != "kuik-webhook" || imgs[1].Component.Name != "kuik-secret-syncer" {
-		t.Fatalf("built %v, want kuik-webhook and kuik-secret-syncer", imgs)
+	if len(imgs) != 3 || imgs[0].Component.Name != "kuik-webhook" || imgs[1].Component.Name != "kuik-secret-syncer" || imgs[2].Component.Name != "kuik-keeper" {
+		t.Fatalf("built %v, want kuik-webhook, kuik-secret-syncer and kuik-keeper", imgs)
 	}
 
 	const user, pass = "pusher", "s3cret"
@@ -237,8 +237,8 @@ func checkBuildInfo(t *testing.T, c images.Component, b []byte, arch string) {
 		t.Errorf("binary carries vcs.revision: its digest would depend on the checkout's state")
 	}
 	// The webhook keeps x509roots/fallback's roots for when no bundle can be read (an
-	// SSL_CERT_FILE naming a missing file, a volume mounted over /etc/ssl/certs); the syncer reads
-	// the image's bundle only.
+	// SSL_CERT_FILE naming a missing file, a volume mounted over /etc/ssl/certs); the syncer and the
+	// keeper read the image's bundle only.
 	fallback := false
 	for _, d := range bi.Deps {
 		fallback = fallback || d.Path == "golang.org/x/crypto/x509roots/fallback"

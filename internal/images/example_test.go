@@ -37,6 +37,6 @@ func Example() {
 		panic(err)
 	}
 	for _, r := range refs {
-		fmt.Println(r) // 127.0.0.1:5000/kuik/kuik-webhook@sha256:…, then kuik-secret-syncer
+		fmt.Println(r) // 127.0.0.1:5000/kuik/kuik-webhook@sha256:…, then kuik-secret-syncer and kuik-keeper
 	}
 }

@@ -43,10 +43,11 @@ type Component struct {
 	Binary string
 }
 
-// Components are kuik's two images, named as the chart's default repositories.
+// Components are kuik's images, named as the chart's default repositories.
 var Components = []Component{
 	{Name: "kuik-webhook", Package: "github.com/enix/kuik/cmd/webhook", Binary: "/webhook"},
 	{Name: "kuik-secret-syncer", Package: "github.com/enix/kuik/cmd/secret-syncer", Binary: "/secret-syncer"},
+	{Name: "kuik-keeper", Package: "github.com/enix/kuik/cmd/keeper", Binary: "/keeper"},
 }
 
 // DefaultPlatforms are the platforms of every index unless Options says otherwise.

@@ -2,6 +2,7 @@ package keep
 
 import (
 	"cmp"
+	"errors"
 	"slices"
 	"strings"
 
@@ -46,7 +47,8 @@ const (
 	ReasonNotCovered Reason = "NotCovered"
 	// ReasonOwnDestination: the image is under the mirror's own destination (no loops).
 	ReasonOwnDestination Reason = "OwnDestination"
-	// ReasonUnnameable: the mirror cannot name the image (a registry host with a port).
+	// ReasonUnnameable: the mirror cannot name the image (a registry host with a port, or a tag
+	// too long for the cluster ID's suffix).
 	ReasonUnnameable Reason = "Unnameable"
 	// ReasonUnverifiedRecord: the container's original-images record is one kuik could not
 	// have written (forged, or the resources changed); nothing is kept for it.
@@ -323,7 +325,7 @@ func (d *desired) add(u *use, nsLabels labels.Set, counts func(*Mirror) bool) {
 			}
 		}
 		if mine == nil {
-			d.skip(Skip{Mirror: m.Name, Image: origin, Reason: notCovered(m, origin), Why: u.why})
+			d.skip(Skip{Mirror: m.Name, Image: origin, Reason: notCovered(m, origin, d.ix.ClusterID()), Why: u.why})
 			continue
 		}
 		if original != nil && original.Auth != nil && !m.AllowPrivateSources {
@@ -417,12 +419,15 @@ func (d *desired) plan() Plan {
 	return p
 }
 
-// notCovered names why the routing core gives m no candidate for origin. It only labels the
-// report: the decision is Candidates'.
-func notCovered(m *Mirror, origin string) Reason {
+// notCovered names why the routing core gives m no candidate for origin under clusterID. It
+// only labels the report: the decision is Candidates'.
+func notCovered(m *Mirror, origin, clusterID string) Reason {
 	named, err := reference.ParseNormalizedNamed(origin)
 	if err != nil {
 		return ReasonInvalidImage
+	}
+	if _, err := routing.MirrorReferenceFor(m.Destination, origin, clusterID); errors.Is(err, routing.ErrClusterTagTooLong) {
+		return ReasonUnnameable
 	}
 	if dest := destinationName(m.Destination); dest != "" {
 		if rest, ok := strings.CutPrefix(named.Name(), dest); ok && (rest == "" || rest[0] == '/') {

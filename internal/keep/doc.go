@@ -39,12 +39,21 @@
 //   - At most 10 % of the inventory per sweep (rounded down), at least one when any is due,
 //     oldest stamp first: a small mirror is still collected, a bad input deletes little.
 //   - Tags of a mirror that is not keep-enabled any more are left untouched.
+//   - With Safety.ClusterID, a tag without this cluster's suffix (routing.IsClusterTag) is
+//     left untouched, even in the Inventory: another cluster's, or from before the ID.
+//
+// # Several clusters, one mirror
+//
+// The caller passes Desired an index [routing.Index.WithClusterID] and DecideSweep the same ID
+// in [Safety]: destinations are then the webhook's suffixed tags (nginx:1.27-kuik-<id>). A tag
+// too long for the suffix is ReasonUnnameable. A digest-only destination has no tag: shared by
+// every cluster, never collected by kuik.
 //
 // # Not done yet
 //
 //   - I/O: the informers that fill a Snapshot, the registry copies (internal/keep/transfer),
 //     the tag deletions and the ImageMirror status.
-//   - Persistence of the Inventory (before the first push into a repository) and clusterID.
+//   - Persistence of the Inventory (before the first push into a repository).
 //   - Wiring into cmd/keeper; referrers and cosign sibling tags.
 //   - A clock that jumps forward is not detected: it looks like downtime (10 % bound only).
 //   - A digest-only destination (origin nginx@sha256:…) has no tag: it is kept, never
@@ -54,8 +63,8 @@
 //   - Retained re-copies a retained tag without checking again that the mirror still covers
 //     the origin or still allows a private source, and without its source credential.
 //   - Mirrors are named through Index.Candidates, so a mirror with rewritePolicy None or a
-//     dry run (left out of the index) keeps nothing yet: routing.MirrorReference is the
-//     shared naming function to use for those.
+//     dry run (left out of the index) keeps nothing yet: routing.MirrorReferenceFor (with the
+//     cluster ID) is the shared naming function to use for those.
 //
 // # Where things are
 //

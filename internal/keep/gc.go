@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/enix/kuik/internal/routing"
 )
 
 // Inventory is what kuik wrote into the mirrors: the state garbage collection needs, which
@@ -109,6 +111,10 @@ type Safety struct {
 	ListFailed bool
 	// ClockDoubt: the caller doubts its clock (e.g. it disagrees with the API server's).
 	ClockDoubt bool
+	// ClusterID, when set, is this cluster's: a tag without its suffix ([routing.IsClusterTag])
+	// is another cluster's, or from before the ID was set, and the sweep leaves it untouched
+	// even if the Inventory holds it. The Plan must come from an index WithClusterID(ClusterID).
+	ClusterID string
 }
 
 // Hold says why a sweep deleted nothing it would otherwise have.
@@ -150,7 +156,8 @@ type Sweep struct {
 // Safety valves: while unsynced or after a failed list only stamps are cleared (nothing is
 // stamped, nothing deleted); under clock doubt (safety.ClockDoubt, or now before
 // inv.LastSweep) nothing is deleted and new stamps take the later of now and LastSweep; at most
-// [MaxDeletePercent] of the inventory is deleted per sweep.
+// [MaxDeletePercent] of the inventory is deleted per sweep. With safety.ClusterID set, only
+// this cluster's tags are stamped, deleted and counted in that bound.
 func DecideSweep(inv Inventory, plan *Plan, mirrors []Mirror, now time.Time, safety Safety) Sweep {
 	held := Hold("")
 	switch {
@@ -172,8 +179,13 @@ func DecideSweep(inv Inventory, plan *Plan, mirrors []Mirror, now time.Time, saf
 
 	s := Sweep{Inventory: Inventory{Tags: slices.Clone(inv.Tags), LastSweep: inv.LastSweep}, Held: held}
 	var due []int
+	mine := 0 // the tags this cluster may delete: the bound's base
 	for i := range s.Inventory.Tags {
 		t := &s.Inventory.Tags[i]
+		if safety.ClusterID != "" && !routing.IsClusterTag(t.Tag, safety.ClusterID) {
+			continue
+		}
+		mine++
 		m, ok := byName[t.Mirror]
 		if !ok {
 			continue
@@ -207,7 +219,7 @@ func DecideSweep(inv Inventory, plan *Plan, mirrors []Mirror, now time.Time, saf
 		return cmp.Or(ta.UnusedSince.Compare(tb.UnusedSince), strings.Compare(ta.Mirror, tb.Mirror),
 			strings.Compare(ta.Repository, tb.Repository), strings.Compare(ta.Tag, tb.Tag))
 	})
-	if limit := maxDeletes(len(s.Inventory.Tags)); len(due) > limit {
+	if limit := maxDeletes(mine); len(due) > limit {
 		due = due[:limit]
 	}
 	for _, i := range due {

@@ -1,11 +1,11 @@
-// Package kuiknode installs kuik on a testnode the way a user installs it: the webhook and
-// secret-syncer images built from source for the node's platform (internal/images) and pushed
-// to a registry the node's containerd pulls from, then `helm install` of charts/kuik (its CRDs,
-// ServiceAccounts, RBAC, webhook configurations with the chart-generated TLS, admission policy)
-// with those images, in a release namespace enforcing the restricted Pod Security Standard. It
-// waits until both Deployments are Available: the webhook's replicas Ready through their
-// probes and behind its Service (which the API server calls), the syncer Ready and holding its
-// leader election Lease. The e2e tests and the demo share it.
+// Package kuiknode installs kuik on a testnode the way a user installs it: kuik's images built
+// from source for the node's platform (internal/images) and pushed to a registry the node's
+// containerd pulls from, then `helm install` of charts/kuik (its CRDs, ServiceAccounts, RBAC,
+// webhook configurations with the chart-generated TLS, admission policy) with those images, in a
+// release namespace enforcing the restricted Pod Security Standard. It waits until the
+// Deployments are Available: the webhook's replicas Ready through their probes and behind its
+// Service (which the API server calls), the syncer Ready and holding its leader election Lease,
+// and with Options.Keeper the keeper Ready. The e2e tests and the demo share it.
 package kuiknode
 
 import (
@@ -45,6 +45,8 @@ type Options struct {
 	Namespace, Release string
 	// Values are extra chart values, merged over the image values.
 	Values map[string]any
+	// Keeper turns the keeper on (keeper.enabled) and waits for its Deployment too.
+	Keeper bool
 	// Timeout bounds the wait for both Deployments; 3 minutes when zero.
 	Timeout time.Duration
 }
@@ -52,9 +54,9 @@ type Options struct {
 // Kuik is a release of the chart running on the node.
 type Kuik struct {
 	Namespace, Release string
-	// Webhook and Syncer are the Deployments' names; WebhookService the Service the API
-	// server calls.
-	Webhook, Syncer, WebhookService string
+	// Webhook and Syncer are the Deployments' names, Keeper too when it is on (else empty);
+	// WebhookService the Service the API server calls.
+	Webhook, Syncer, Keeper, WebhookService string
 	// Images are the pushed images, by digest.
 	Images []string
 	// Timings are the install's milestones, from the start of Install.
@@ -118,9 +120,12 @@ func Install(ctx context.Context, n *testnode.Node, o Options) (*Kuik, error) {
 		return nil, err
 	}
 
-	values := map[string]any{
-		"webhook": map[string]any{"image": map[string]any{"repository": prefix + "/" + images.Components[0].Name, "tag": tag}},
-		"syncer":  map[string]any{"image": map[string]any{"repository": prefix + "/" + images.Components[1].Name, "tag": tag}},
+	image := func(name string) map[string]any {
+		return map[string]any{"image": map[string]any{"repository": prefix + "/" + name, "tag": tag}}
+	}
+	values := map[string]any{"webhook": image("kuik-webhook"), "syncer": image("kuik-secret-syncer"), "keeper": image("kuik-keeper")}
+	if o.Keeper {
+		values["keeper"].(map[string]any)["enabled"] = true
 	}
 	mergeValues(values, o.Values)
 	rel, err := helmInstall(ctx, n.Kubeconfig, k.Namespace, k.Release, values)
@@ -136,14 +141,19 @@ func Install(ctx context.Context, n *testnode.Node, o Options) (*Kuik, error) {
 		switch {
 		case obj.GetKind() == "Deployment" && component == "webhook":
 			k.Webhook = obj.GetName()
-		case obj.GetKind() == "Deployment" && component != "":
+		case obj.GetKind() == "Deployment" && component == "secret-syncer":
 			k.Syncer = obj.GetName()
+		case obj.GetKind() == "Deployment" && component == "keeper":
+			k.Keeper = obj.GetName()
 		case obj.GetKind() == "Service" && component == "webhook" && !strings.HasSuffix(obj.GetName(), "-metrics"):
 			k.WebhookService = obj.GetName()
 		}
 	}
 	if k.Webhook == "" || k.Syncer == "" || k.WebhookService == "" {
 		return nil, fmt.Errorf("the release has no webhook Deployment, syncer Deployment or webhook Service (%q, %q, %q)", k.Webhook, k.Syncer, k.WebhookService)
+	}
+	if o.Keeper && k.Keeper == "" {
+		return nil, fmt.Errorf("the release has no keeper Deployment")
 	}
 	mark("helm install")
 
@@ -154,7 +164,7 @@ func Install(ctx context.Context, n *testnode.Node, o Options) (*Kuik, error) {
 	if err := k.WaitAvailable(ctx, cs, timeout); err != nil {
 		return nil, err
 	}
-	mark("webhook and syncer Available")
+	mark("kuik Available")
 	return k, nil
 }
 
@@ -192,8 +202,8 @@ func mergeValues(dst, src map[string]any) {
 	}
 }
 
-// WaitAvailable waits until both Deployments are Available with every replica Ready and
-// updated, the webhook Service has an endpoint per webhook replica, ready, and accepts
+// WaitAvailable waits until the Deployments (the keeper's too, when on) are Available with
+// every replica Ready and updated, the webhook Service has an endpoint per webhook replica, ready, and accepts
 // connections at its ClusterIP (the caller must be on the node's network, as the API server
 // is), and the syncer's Lease has a holder that is one of its pods.
 func (k *Kuik) WaitAvailable(ctx context.Context, cs kubernetes.Interface, timeout time.Duration) error {
@@ -210,7 +220,11 @@ func (k *Kuik) WaitAvailable(ctx context.Context, cs kubernetes.Interface, timeo
 
 func (k *Kuik) available(ctx context.Context, cs kubernetes.Interface) error {
 	webhookReplicas := int32(0)
-	for _, name := range []string{k.Webhook, k.Syncer} {
+	names := []string{k.Webhook, k.Syncer}
+	if k.Keeper != "" {
+		names = append(names, k.Keeper)
+	}
+	for _, name := range names {
 		d, err := cs.AppsV1().Deployments(k.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err

@@ -1,6 +1,6 @@
 // Package metrics holds kuik's Prometheus metrics as package-level vectors, registered by each
-// binary's main (RegisterSyncer; WebhookCollectors for the webhook), so that a binary exports
-// only its own half. Every name starts with kuik_.
+// binary's main (RegisterSyncer, RegisterKeeper; WebhookCollectors for the webhook), so that a
+// binary exports only its own. Every name starts with kuik_.
 //
 // # webhook (webhook.go)
 //
@@ -67,10 +67,30 @@
 //     "disruption-budget".
 //   - kuik_secret_syncer_fallback_pods{kind,name}: live pods the resource routes away now.
 //
+// # keeper (keeper.go)
+//
+// registry is a registry host some routing resource declares, or "other", as for the webhook.
+//
+//   - kuik_keeper_copies_total{registry,result}: copies into keep-enabled mirrors, result
+//     "AlreadyPresent", "Tagged", "Copied" or a failure reason of status.keep
+//     (SourceUnavailable, QuotaExceeded, AuthRequired, PushFailed, TooLarge, Stalled).
+//   - kuik_keeper_bytes_total{registry}: blob bytes uploaded into mirrors.
+//   - kuik_keeper_queue_depth{registry}: copies waiting.
+//   - kuik_keeper_budget_remaining{registry}: manifest GETs the pacer would grant now (0 while
+//     the registry is frozen after a 429).
+//   - kuik_keeper_stalls_total{registry}: blob transfers abandoned after --stall-timeout.
+//   - kuik_keeper_self_heal_checks_total{result}: self-heal HEADs of kept tags, result
+//     "present", "missing" (queued again) or "error".
+//   - kuik_keeper_gc_deletions_total{mirror,result}: kept tags deleted by garbage collection, by
+//     ImageMirror, result "deleted", "gone", "error" or "unsupported".
+//   - kuik_keeper_gc_held_total{hold}: sweeps that deleted nothing for safety, hold
+//     "Unsynced", "ListFailed" or "ClockDoubt".
+//   - kuik_keeper_kept_tags{mirror}: tags in the inventory, by ImageMirror.
+//
 // controller-runtime's own metrics (workqueue_*, leader_election_master_status, rest_client_*)
 // are exported next to these and are not repeated here.
 //
-// A new metric goes in WebhookCollectors or SyncerCollectors, in this list (a test compares
+// A new metric goes in WebhookCollectors, SyncerCollectors or KeeperCollectors, in this list (a test compares
 // them), in a panel of charts/kuik/files/dashboards/kuik.json (a chart test fails otherwise),
 // and in docs/reference/metrics.md (make docs, generated from the collectors).
 package metrics

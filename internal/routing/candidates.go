@@ -98,7 +98,7 @@ func (ix *Index) Candidates(image string, podLabels, namespaceLabels labels.Set)
 	b := listBuilder{out: make([]Candidate, 0, size), trial: ix.trial}
 	for _, m := range mirrors {
 		if m.band == bandAlways {
-			b.addMirror(m, &img)
+			b.addMirror(m, &img, ix.clusterID)
 		}
 	}
 	for i := range hits {
@@ -116,7 +116,7 @@ func (ix *Index) Candidates(image string, podLabels, namespaceLabels labels.Set)
 	}
 	for _, m := range mirrors {
 		if m.band == bandOnFailure {
-			b.addMirror(m, &img)
+			b.addMirror(m, &img, ix.clusterID)
 		}
 	}
 	return b.out, nil
@@ -182,7 +182,7 @@ func (ix *Index) collect(hits []alternativeHit, refs []entryRef, last string, po
 
 func (ix *Index) matchMirrors(img *imageRef, out []*mirrorResource, podLabels, namespaceLabels labels.Set) []*mirrorResource {
 	for _, m := range ix.mirrors {
-		if !m.scope.selects(podLabels, namespaceLabels) || cannotName(m.dest, m.hostLen, img) != nil {
+		if !m.scope.selects(podLabels, namespaceLabels) || cannotName(m.dest, m.hostLen, img, ix.clusterID) != nil {
 			continue
 		}
 		excluded := false
@@ -199,7 +199,7 @@ func (ix *Index) matchMirrors(img *imageRef, out []*mirrorResource, podLabels, n
 	return out
 }
 
-// Why a mirror cannot name an image ([MirrorReference]).
+// Why a mirror cannot name an image ([MirrorReference]); also [ErrClusterTagTooLong].
 var (
 	// ErrHostNotPathComponent: the image's registry host has a port, is an IPv6 address or
 	// holds an upper-case letter, so it cannot be a path segment under the mirror.
@@ -212,12 +212,25 @@ var (
 	ErrMirrorNameTooLong = errors.New("the repository name under the mirror would be longer than 255 characters after the host")
 )
 
-// MirrorReference returns where a mirror whose spec.destination.path is destinationPath holds
-// image: the Reference of the mirror's candidate in [Index.Candidates], built by the same code.
-// The error is one of ErrHostNotPathComponent, ErrUnderMirror and ErrMirrorNameTooLong when the
-// mirror cannot name the image (the webhook then offers no candidate of this mirror for it),
-// or says that destinationPath or image does not parse.
+// MirrorReference is MirrorReferenceFor without a cluster ID.
 func MirrorReference(destinationPath, image string) (string, error) {
+	return MirrorReferenceFor(destinationPath, image, "")
+}
+
+// MirrorReferenceFor returns where a mirror whose spec.destination.path is destinationPath
+// holds image for the cluster clusterID: the Reference of the mirror's candidate in
+// [Index.Candidates] of an index [Index.WithClusterID] (clusterID), built by the same code. With
+// a cluster ID the tag is [ClusterTag]'s; an image without a tag keeps none (shared by every
+// cluster). The error is one of ErrHostNotPathComponent, ErrUnderMirror, ErrMirrorNameTooLong
+// and ErrClusterTagTooLong when the mirror cannot name the image (the webhook then offers no
+// candidate of this mirror for it), or says that destinationPath, image or clusterID is not
+// valid.
+func MirrorReferenceFor(destinationPath, image, clusterID string) (string, error) {
+	if clusterID != "" {
+		if err := ValidateClusterID(clusterID); err != nil {
+			return "", fmt.Errorf("cluster ID: %w", err)
+		}
+	}
 	dest, err := destinationKind.parse(destinationPath)
 	if err != nil {
 		return "", fmt.Errorf("destination.path %q: %w", destinationPath, err)
@@ -226,22 +239,29 @@ func MirrorReference(destinationPath, image string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return mirrorReference(dest, domainLen(dest), &img)
+	return mirrorReference(dest, domainLen(dest), &img, clusterID)
 }
 
-// mirrorReference is MirrorReference for a normalized destination (without its trailing '/')
-// whose host is hostLen bytes long.
-func mirrorReference(dest string, hostLen int, img *imageRef) (string, error) {
-	if err := cannotName(dest, hostLen, img); err != nil {
+// mirrorReference is MirrorReferenceFor for a normalized destination (without its trailing
+// '/') whose host is hostLen bytes long, and a valid or empty clusterID.
+func mirrorReference(dest string, hostLen int, img *imageRef, clusterID string) (string, error) {
+	if err := cannotName(dest, hostLen, img, clusterID); err != nil {
 		return "", err
 	}
-	return dest + "/" + img.full, nil
+	if clusterID == "" || img.tag == "" {
+		return dest + "/" + img.full, nil
+	}
+	ref := dest + "/" + img.name + ":" + img.tag + ClusterTagInfix + clusterID
+	if img.digest != "" {
+		ref += "@" + img.digest
+	}
+	return ref, nil
 }
 
-// cannotName says why a mirror on dest cannot name img; nil when it can. It allocates nothing.
-// The mirror's own images come first: one on a host with a port is still the mirror's own, not
-// an image it fails to name.
-func cannotName(dest string, hostLen int, img *imageRef) error {
+// cannotName says why a mirror on dest cannot name img for clusterID; nil when it can. It
+// allocates nothing. The mirror's own images come first: one on a host with a port is still
+// the mirror's own, not an image it fails to name.
+func cannotName(dest string, hostLen int, img *imageRef, clusterID string) error {
 	if rest, ok := strings.CutPrefix(img.name, dest); ok && (rest == "" || rest[0] == '/') {
 		return ErrUnderMirror
 	}
@@ -250,6 +270,9 @@ func cannotName(dest string, hostLen int, img *imageRef) error {
 	}
 	if !fitsPathLimit(len(dest)+1+len(img.name), hostLen) {
 		return ErrMirrorNameTooLong
+	}
+	if clusterID != "" && img.tag != "" && !clusterTagFits(img.tag, clusterID) {
+		return ErrClusterTagTooLong
 	}
 	return nil
 }
@@ -326,8 +349,8 @@ func (b *listBuilder) addAlternative(h *alternativeHit, img *imageRef) {
 	}
 }
 
-func (b *listBuilder) addMirror(m *mirrorResource, img *imageRef) {
-	ref, err := mirrorReference(m.dest, m.hostLen, img)
+func (b *listBuilder) addMirror(m *mirrorResource, img *imageRef, clusterID string) {
+	ref, err := mirrorReference(m.dest, m.hostLen, img, clusterID)
 	if err != nil {
 		return // matchMirrors left it out already
 	}
@@ -353,6 +376,10 @@ func (b *listBuilder) addMirror(m *mirrorResource, img *imageRef) {
 // rewritten-by) from forged ones: a pod author can write any annotation, but a record only
 // counts if the resource, selecting this pod in this namespace, could have routed original to
 // current. The webhook and the secret-syncer both decide with it.
+//
+// On an index [Index.WithClusterID], a mirror's candidate explains a current image with a tag
+// only when it is this cluster's tag of original ([ClusterTag]): another cluster's record does
+// not verify. A current image without a tag (pinned to a digest) is checked by repository.
 func (ix *Index) Recorded(original, current string, source Source, podLabels, namespaceLabels labels.Set) []Candidate {
 	if source.IsOriginal() {
 		return nil
@@ -367,11 +394,26 @@ func (ix *Index) Recorded(original, current string, source Source, podLabels, na
 	}
 	var out []Candidate
 	for _, c := range cands {
-		if c.Source == source && c.explains(&cur) {
+		if c.Source == source && c.explains(&cur) && ix.clusterTagged(&c, original, &cur) {
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// clusterTagged reports whether cur carries this index's cluster tag of original when c is a
+// mirror's candidate on an index with a cluster ID; true otherwise.
+func (ix *Index) clusterTagged(c *Candidate, original string, cur *imageRef) bool {
+	if ix.clusterID == "" || c.Source.Kind != KindImageMirror || cur.tag == "" {
+		return true
+	}
+	orig, err := ix.parse(original) // cached by Candidates
+	if err != nil || orig.tag == "" {
+		return false
+	}
+	rest, ok := strings.CutPrefix(cur.tag, orig.tag)
+	return ok && len(rest) == len(ClusterTagInfix)+len(ix.clusterID) &&
+		strings.HasPrefix(rest, ClusterTagInfix) && strings.HasSuffix(rest, ix.clusterID)
 }
 
 // Explains reports whether a container now running image current is pulled from this

@@ -17,7 +17,10 @@
 // A mirror adds no candidate for an image under its own destination path (it would nest itself),
 // for one its excludeImages match, nor for one whose registry host cannot be a path segment (a
 // host with a port or an IPv6 address). [MirrorReference] names an image in a mirror with the
-// same code, and says why when it cannot. excludeImages are doublestar globs on the normalized
+// same code, and says why when it cannot. With a cluster ID ([Index.WithClusterID],
+// [MirrorReferenceFor]) a mirror's tag is the cluster's own, nginx:1.27-kuik-<id>
+// ([ClusterTag]), so that clusters sharing a mirror never share a tag; a digest-only image
+// keeps no tag. excludeImages are doublestar globs on the normalized
 // reference, matched part by part: the repository ('*' within a segment, '**' across), then the
 // tag and the digest only when the glob names them. A glob whose first segment is literal is
 // normalized like an image (bitnami/** is docker.io/bitnami/**).
@@ -58,4 +61,5 @@
 //	secretname.go   PullSecretName: the Secret kuik injects for a resource
 //	authpath.go     an entry's auths key there, and its lookup path in its secretRef Secret
 //	limits.go       the bounds on a pod's labels and on kuik's records on a pod
+//	clusterid.go    ValidateClusterID, ClusterTag, IsClusterTag: a cluster's tags in a mirror
 package routing

@@ -24,6 +24,8 @@ type Index struct {
 	withDryRun *Index
 	// trial: this is a WithDryRun index; its candidates have Trial set.
 	trial bool
+	// clusterID suffixes the tags of mirror candidates ([Index.WithClusterID]); empty for none.
+	clusterID string
 
 	// parsed caches parseImage: the pods of a rollout carry the same images, and parsing is
 	// most of a lookup (the reference grammar's regular expressions).
@@ -144,6 +146,29 @@ func (ix *Index) WithDryRun() *Index {
 		return nil
 	}
 	return ix.withDryRun
+}
+
+// WithClusterID is a copy of the index whose mirror candidates carry the tags of the cluster
+// id ([ClusterTag], [MirrorReferenceFor]), and whose [Index.Recorded] verifies a mirror's record
+// against them; its [Index.WithDryRun] too. The copy shares the compiled resources. id must be
+// valid ([ValidateClusterID]) or empty: an empty id gives today's names.
+func (ix *Index) WithClusterID(id string) *Index {
+	if ix == nil {
+		return nil
+	}
+	out := &Index{root: ix.root, alternatives: ix.alternatives, mirrors: ix.mirrors, trial: ix.trial, clusterID: id}
+	if ix.withDryRun != nil {
+		out.withDryRun = ix.withDryRun.WithClusterID(id)
+	}
+	return out
+}
+
+// ClusterID is the cluster ID of the index's mirror tags; empty for none.
+func (ix *Index) ClusterID() string {
+	if ix == nil {
+		return ""
+	}
+	return ix.clusterID
 }
 
 // Len is the number of resources that can route an image: the valid ones, ImageMirrors with

@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,7 +30,13 @@ func (c *Controller) processStatus(ctx context.Context) bool {
 	}
 	defer c.statusQueue.Done(rk)
 	if err := c.syncStatus(ctx, rk); err != nil {
-		logr.FromContextOrDiscard(ctx).Error(err, "updating status", "kind", rk.Kind, "name", rk.Name)
+		log := logr.FromContextOrDiscard(ctx)
+		if apierrors.IsConflict(err) {
+			// Another writer (the keeper, the fallbacks) was first: retry from the fresh object.
+			log.V(1).Info("status changed since read, retrying", "kind", rk.Kind, "name", rk.Name)
+		} else {
+			log.Error(err, "updating status", "kind", rk.Kind, "name", rk.Name)
+		}
 		c.statusQueue.AddRateLimited(rk)
 		return true
 	}
@@ -39,6 +46,11 @@ func (c *Controller) processStatus(ctx context.Context) bool {
 
 // syncStatus writes a resource's status when it changed, and emits one Warning event per new
 // cause of an entry left out.
+//
+// The patch is a JSON merge patch: it carries the whole conditions list, the other writers'
+// conditions (the keeper's KeepReady) as read from the cache. It is sent with the
+// resourceVersion read, so that a condition written since is never overwritten: the API server
+// answers Conflict and the next pass starts from the fresh object. status.keep is not in it.
 func (c *Controller) syncStatus(ctx context.Context, rk ResourceKey) error {
 	r, res, err := c.resource(ctx, rk)
 	if err != nil {
@@ -85,7 +97,7 @@ func (c *Controller) syncStatus(ctx context.Context, rk ResourceKey) error {
 			m.Status.RoutingStatus = next
 			modified = m
 		}
-		if err := c.status.Status().Patch(ctx, modified, client.MergeFrom(obj)); err != nil {
+		if err := c.status.Status().Patch(ctx, modified, client.MergeFromWithOptions(obj, client.MergeFromWithOptimisticLock{})); err != nil {
 			metrics.SyncerStatusUpdates.WithLabelValues(metrics.ResultError).Inc()
 			return client.IgnoreNotFound(fmt.Errorf("patching status of %s: %w", rk, err))
 		}
@@ -163,6 +175,7 @@ func joinLeftOut(list []LeftOut) string {
 // DesiredStatus is the status of a resource: its Ready condition from the resolution of its
 // entries, the generation acted on, the number of entries and of namespaces holding its Secret.
 // It reports whether it differs from current; an unchanged condition keeps its transition time.
+// Every other condition of current (the keeper's KeepReady) is kept as it is.
 func DesiredStatus(r *Resource, res *Resolution, namespaces int32, current *v1alpha1.RoutingStatus, now metav1.Time) (v1alpha1.RoutingStatus, bool) {
 	next := *current.DeepCopy()
 	next.ObservedGeneration = r.Generation

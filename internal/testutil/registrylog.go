@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,6 +52,7 @@ type Front struct {
 	log        []*entry
 	stallAfter atomic.Int64
 	failUpload atomic.Bool
+	refuseTags atomic.Bool
 	stalled    atomic.Int64
 	release    chan struct{}
 	relMu      sync.Mutex
@@ -89,6 +91,12 @@ func NewFront(t testing.TB, r *Registry) *Front {
 		req.Body = &countingBody{rc: req.Body, n: &e.in}
 		kind := e.req.Kind
 		if fn := f.intercept.Load(); fn != nil && (*fn)(cw, req) {
+			return
+		}
+		if kind == KindManifest && req.Method == http.MethodDelete && f.refuseTags.Load() && !strings.Contains(path.Base(req.URL.Path), ":") {
+			cw.Header().Set("Content-Type", "application/json")
+			cw.WriteHeader(http.StatusMethodNotAllowed)
+			_, _ = cw.Write([]byte(`{"errors":[{"code":"UNSUPPORTED","message":"The operation is unsupported."}]}`))
 			return
 		}
 		if kind == KindUpload && (req.Method == http.MethodPatch || req.Method == http.MethodPut) {
@@ -146,6 +154,10 @@ func (f *Front) Stalled() int64 { return f.stalled.Load() }
 
 // FailUploads makes blob uploads (PATCH and PUT) answer 500 after reading the body.
 func (f *Front) FailUploads(on bool) { f.failUpload.Store(on) }
+
+// RefuseTagDeletes makes DELETE of a manifest by tag answer 405 UNSUPPORTED, as distribution's
+// registry:2 does; a DELETE by digest is still proxied.
+func (f *Front) RefuseTagDeletes(on bool) { f.refuseTags.Store(on) }
 
 // Respond sets a function that edits every proxied response (headers, status); nil removes it.
 func (f *Front) Respond(fn func(*http.Response)) {

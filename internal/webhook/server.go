@@ -58,6 +58,9 @@ type Config struct {
 	// providers match is pulled by the node with credentials of its own (route.ProbeChooser). The
 	// webhook never runs the plugins.
 	CredentialProviders *credentialprovider.Config
+	// ClusterID, when set (valid, routing.ValidateClusterID), gives mirror candidates this
+	// cluster's tags: the index is routing.Index.WithClusterID.
+	ClusterID string
 	// ProbeTransport overrides the registry HTTP transport (tests).
 	ProbeTransport http.RoundTripper
 }
@@ -186,7 +189,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return errors.New("informers did not sync")
 		}
 		build := func() {
-			ix, err := buildIndex(ctx, reader)
+			ix, err := buildIndex(ctx, reader, cfg.ClusterID)
 			if err != nil {
 				log.FromContext(ctx).Error(err, "Rebuilding routing index")
 				return
@@ -247,9 +250,9 @@ func NamespaceLabelsFrom(cached client.Reader, cs kubernetes.Interface) Namespac
 	}
 }
 
-// buildIndex compiles every routing resource in the cache; invalid ones (admitted before the
-// validating webhook existed) are left out and logged.
-func buildIndex(ctx context.Context, r client.Reader) (*routing.Index, error) {
+// buildIndex compiles every routing resource in the cache, with mirror tags of clusterID;
+// invalid ones (admitted before the validating webhook existed) are left out and logged.
+func buildIndex(ctx context.Context, r client.Reader, clusterID string) (*routing.Index, error) {
 	var ias v1alpha1.ImageAlternativeList
 	if err := r.List(ctx, &ias); err != nil {
 		return nil, fmt.Errorf("listing ImageAlternatives: %w", err)
@@ -261,6 +264,9 @@ func buildIndex(ctx context.Context, r client.Reader) (*routing.Index, error) {
 	ix, errs := routing.NewIndex(ias.Items, ims.Items)
 	for _, err := range errs {
 		log.FromContext(ctx).Error(err, "Routing resource left out of the index")
+	}
+	if clusterID != "" {
+		ix = ix.WithClusterID(clusterID)
 	}
 	return ix, nil
 }

@@ -47,6 +47,7 @@ app.kubernetes.io/component: {{ .component }}
 
 {{- define "kuik.webhook.fullname" -}}{{ include "kuik.fullname" . }}-webhook{{- end }}
 {{- define "kuik.syncer.fullname" -}}{{ include "kuik.fullname" . }}-secret-syncer{{- end }}
+{{- define "kuik.keeper.fullname" -}}{{ include "kuik.fullname" . }}-keeper{{- end }}
 {{- define "kuik.webhook.tlsSecretName" -}}{{ include "kuik.fullname" . }}-webhook-tls{{- end }}
 {{- define "kuik.imagePullSecretName" -}}{{ include "kuik.fullname" . }}-image-pull-secret{{- end }}
 {{/* The ValidatingAdmissionPolicy and its binding: cluster-wide, so named after the release. */}}
@@ -64,6 +65,10 @@ so it must be a DNS label. */}}
 {{- fail (printf "the secret-syncer ServiceAccount name %q must be a DNS label" $name) }}
 {{- end }}
 {{- $name }}
+{{- end }}
+
+{{- define "kuik.keeper.serviceAccountName" -}}
+{{- default (include "kuik.keeper.fullname" .) .Values.serviceAccount.keeperName }}
 {{- end }}
 
 {{/*

@@ -17,6 +17,7 @@ import (
 	"github.com/enix/kuik/internal/credentialprovider"
 	"github.com/enix/kuik/internal/logflags"
 	"github.com/enix/kuik/internal/probe"
+	"github.com/enix/kuik/internal/routing"
 )
 
 // Options are the webhook server's settings.
@@ -37,6 +38,8 @@ type Options struct {
 	// is what the command loaded from it before calling the run function.
 	ImageCredentialProviderConfig string
 	CredentialProviders           *credentialprovider.Config
+	// ClusterID, when set, gives mirror candidates this cluster's tags (routing.ClusterTag).
+	ClusterID string
 }
 
 // CandidatesOptions are the settings of `webhook candidates`.
@@ -94,6 +97,11 @@ resources.`,
 			if o.ClusterResourceNamespace == "" {
 				return UsageError{errors.New("--cluster-resource-namespace must not be empty")}
 			}
+			if o.ClusterID != "" {
+				if err := routing.ValidateClusterID(o.ClusterID); err != nil {
+					return UsageError{fmt.Errorf("--cluster-id: %w", err)}
+				}
+			}
 			// Refuse to start on a configuration the kubelet would refuse.
 			if o.ImageCredentialProviderConfig != "" {
 				cfg, err := credentialprovider.LoadConfig(o.ImageCredentialProviderConfig)
@@ -124,6 +132,7 @@ resources.`,
 	f.StringVar(&o.MetricsBindAddress, "metrics-bind-address", ":8080", `Address of the Prometheus metrics endpoint ("0" disables it).`)
 	f.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	f.StringVar(&o.ImageCredentialProviderConfig, "image-credential-provider-config", "", "The nodes' CredentialProviderConfig, as the kubelet's flag of that name reads it (a file, or a directory of *.json, *.yaml, *.yml merged in name order). An original image one of its providers' matchImages matches is pulled by the node with a credential of its own, so a probe refused for lack of credentials (401, 403) counts as available. The plugins are never run here.")
+	f.StringVar(&o.ClusterID, "cluster-id", "", `This cluster's ID in the mirrors it shares with other clusters: a mirror candidate's tag gets the suffix "-kuik-<id>" (nginx:1.27 is nginx:1.27-kuik-<id>), the tag the keeper of this cluster keeps. A DNS label of at most 32 bytes, without "kuik-". Empty: the tags are the images' own.`)
 
 	cmd.AddCommand(newCandidatesCommand(candidates, logs))
 	return cmd

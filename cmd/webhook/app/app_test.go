@@ -49,9 +49,11 @@ func TestServeFlags(t *testing.T) {
 		},
 		"every flag": {
 			args: []string{"--kubeconfig=/k", "--cluster-resource-namespace=ns", "--probe-timeout=500ms", "--cache-ttl=1m",
-				"--max-probes-in-flight=8", "--max-conns-per-registry=2", "--cert-dir=/c", "--webhook-bind-address=127.0.0.1", "--webhook-port=1", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:2"},
+				"--max-probes-in-flight=8", "--max-conns-per-registry=2", "--cert-dir=/c", "--webhook-bind-address=127.0.0.1", "--webhook-port=1", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:2",
+				"--cluster-id=eu-west-1"},
 			want: app.Options{Kubeconfig: "/k", ClusterResourceNamespace: "ns", ProbeTimeout: 500 * time.Millisecond, CacheTTL: time.Minute,
-				MaxProbesInFlight: 8, MaxConnsPerRegistry: 2, CertDir: "/c", Host: "127.0.0.1", Port: 1, MetricsBindAddress: "0", HealthProbeBindAddress: "127.0.0.1:2"},
+				MaxProbesInFlight: 8, MaxConnsPerRegistry: 2, CertDir: "/c", Host: "127.0.0.1", Port: 1, MetricsBindAddress: "0", HealthProbeBindAddress: "127.0.0.1:2",
+				ClusterID: "eu-west-1"},
 		},
 	}
 	for name, tc := range tests {
@@ -75,6 +77,9 @@ func TestUsageErrors(t *testing.T) {
 		"no probe in flight":           {"--max-probes-in-flight=0"},
 		"no connection per registry":   {"--max-conns-per-registry=0"},
 		"empty namespace":              {"--cluster-resource-namespace="},
+		"cluster ID not a DNS label":   {"--cluster-id=EU_1"},
+		"cluster ID too long":          {"--cluster-id=" + strings.Repeat("a", 33)},
+		"cluster ID with kuik-":        {"--cluster-id=a-kuik-b"},
 		"candidates without resources": {"candidates", "nginx"},
 		"candidates with bad labels":   {"candidates", "--resources=f", "--pod-labels=a=b=c", "nginx"},
 	}

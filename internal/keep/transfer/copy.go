@@ -22,7 +22,8 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// DefaultStallTimeout is how long a blob may move no byte before it is abandoned.
+// DefaultStallTimeout is how long a blob or a manifest request may move no byte before it is
+// abandoned.
 const DefaultStallTimeout = 2 * time.Minute
 
 // Options configures Copy. The source credential is the caller's choice: a routing
@@ -36,10 +37,11 @@ type Options struct {
 	DestKeychain authn.Keychain
 	// SourceInsecure and DestInsecure allow plain HTTP and unverified TLS on that side.
 	SourceInsecure, DestInsecure bool
-	// Digest, when set, is the digest to keep (the node's imageID): a source tag pointing
-	// elsewhere is refused with ErrTagMoved.
+	// Digest, when set, is the digest to keep (the node's imageID): when the source tag points
+	// elsewhere, src@Digest is copied under the destination tag (ErrTagMoved if it is gone).
 	Digest v1.Hash
-	// StallTimeout abandons a blob that moved no byte for this long (default DefaultStallTimeout).
+	// StallTimeout abandons a blob or a manifest request that moved no byte for this long
+	// (default DefaultStallTimeout).
 	StallTimeout time.Duration
 	// MaxSize, when positive, refuses images whose missing blobs sum to more bytes (TooLarge).
 	MaxSize int64
@@ -124,16 +126,22 @@ func Copy(ctx context.Context, src, dst name.Reference, opts Options) (Result, e
 	return c.run(ctx)
 }
 
+// withDefaults sets the zero fields of o that have a default.
+func (o Options) withDefaults() Options {
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = DefaultStallTimeout
+	}
+	if o.Jobs <= 0 {
+		o.Jobs = 4
+	}
+	if o.Transport == nil {
+		o.Transport = remote.DefaultTransport
+	}
+	return o
+}
+
 func newCopier(src, dst name.Reference, opts Options) (*copier, error) {
-	if opts.StallTimeout <= 0 {
-		opts.StallTimeout = DefaultStallTimeout
-	}
-	if opts.Jobs <= 0 {
-		opts.Jobs = 4
-	}
-	if opts.Transport == nil {
-		opts.Transport = remote.DefaultTransport
-	}
+	opts = opts.withDefaults()
 	var err error
 	if src, err = reparse(src, opts.SourceInsecure); err != nil {
 		return nil, err
@@ -249,7 +257,7 @@ func (c *copier) run(ctx context.Context) (Result, error) {
 	// 1. Destination first: the tag, then the digest.
 	var dstTag v1.Hash
 	if dstIsTag {
-		desc, err := c.dstPuller.Head(ctx, c.dst)
+		desc, err := c.head(ctx, c.dstPuller, c.dst)
 		switch {
 		case err == nil:
 			dstTag = desc.Digest
@@ -263,8 +271,8 @@ func (c *copier) run(ctx context.Context) (Result, error) {
 		}
 	}
 
-	// 2. Source HEAD: learn the digest, refuse a moved tag.
-	head, err := c.puller.Head(ctx, c.src)
+	// 2. Source HEAD: learn the digest; a moved tag is copied from src@want.
+	head, err := c.head(ctx, c.puller, c.src)
 	if err != nil {
 		return Result{}, classify(source, err, "checking %s", c.src)
 	}
@@ -274,7 +282,13 @@ func (c *copier) run(ctx context.Context) (Result, error) {
 			return r, err
 		}
 	} else if head.Digest != want {
-		return Result{}, &Error{Reason: SourceUnavailable, Err: fmt.Errorf("%w: %s is %s, not %s", ErrTagMoved, c.src, head.Digest, want)}
+		// The tag moved: keep the bytes that ran, src@want, unless they are gone too.
+		pinned := c.src.Context().Digest(want.String())
+		if _, err := c.head(ctx, c.puller, pinned); isNotFound(err) {
+			return Result{}, &Error{Reason: SourceUnavailable, Err: fmt.Errorf("%w: %s is %s, and %s is gone", ErrTagMoved, c.src, head.Digest, pinned)}
+		} else if err != nil {
+			return Result{}, classify(source, err, "checking %s", pinned)
+		}
 	}
 
 	// 3. Verbatim copy.
@@ -292,7 +306,7 @@ func (c *copier) fromDestination(ctx context.Context, want, dstTag v1.Hash) (Res
 		return Result{Digest: want, Action: AlreadyPresent}, true, nil
 	}
 	byDigest := c.dst.Context().Digest(want.String())
-	if _, err := c.dstPuller.Head(ctx, byDigest); err != nil {
+	if _, err := c.head(ctx, c.dstPuller, byDigest); err != nil {
 		if isNotFound(err) {
 			return Result{}, false, nil
 		}
@@ -301,7 +315,7 @@ func (c *copier) fromDestination(ctx context.Context, want, dstTag v1.Hash) (Res
 	if !isTag {
 		return Result{Digest: want, Action: AlreadyPresent}, true, nil
 	}
-	desc, err := c.dstPuller.Get(ctx, byDigest)
+	desc, err := c.get(ctx, c.dstPuller, byDigest)
 	if err != nil {
 		return Result{}, true, classify(destination, err, "reading %s", byDigest)
 	}
@@ -313,10 +327,10 @@ func (c *copier) fromDestination(ctx context.Context, want, dstTag v1.Hash) (Res
 
 // putTag writes the tag last and checks that the destination now resolves it to want.
 func (c *copier) putTag(ctx context.Context, t remote.Taggable, want v1.Hash) error {
-	if err := c.pusher.Put(ctx, c.dst, t); err != nil {
+	if err := c.put(ctx, c.dst, t); err != nil {
 		return classify(destination, err, "writing %s", c.dst)
 	}
-	desc, err := c.dstPuller.Head(ctx, c.dst)
+	desc, err := c.head(ctx, c.dstPuller, c.dst)
 	if err != nil {
 		return classify(destination, err, "checking %s", c.dst)
 	}
@@ -324,6 +338,33 @@ func (c *copier) putTag(ctx context.Context, t remote.Taggable, want v1.Hash) er
 		return &Error{Reason: PushFailed, Err: fmt.Errorf("%s resolves to %s after writing %s", c.dst, desc.Digest, want)}
 	}
 	return nil
+}
+
+// bounded runs one registry call under a watchdog: it fails with errStalled when no answer
+// or body byte arrives for d.
+func bounded[T any](ctx context.Context, d time.Duration, call func(context.Context) (T, error)) (T, error) {
+	wd, wctx := newWatchdog(ctx, d)
+	defer wd.stop()
+	v, err := call(wctx)
+	return v, stallCause(wctx, err)
+}
+
+// head HEADs a manifest, bounded by the stall timeout.
+func (c *copier) head(ctx context.Context, p *remote.Puller, ref name.Reference) (*v1.Descriptor, error) {
+	return bounded(ctx, c.opts.StallTimeout, func(ctx context.Context) (*v1.Descriptor, error) { return p.Head(ctx, ref) })
+}
+
+// get GETs a manifest, bounded by the stall timeout.
+func (c *copier) get(ctx context.Context, p *remote.Puller, ref name.Reference) (*remote.Descriptor, error) {
+	return bounded(ctx, c.opts.StallTimeout, func(ctx context.Context) (*remote.Descriptor, error) { return p.Get(ctx, ref) })
+}
+
+// put PUTs a manifest at the destination, bounded by the stall timeout.
+func (c *copier) put(ctx context.Context, ref name.Reference, t remote.Taggable) error {
+	_, err := bounded(ctx, c.opts.StallTimeout, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, c.pusher.Put(ctx, ref, t)
+	})
+	return err
 }
 
 // node is a manifest to write, with the raw bytes fetched from the source.
@@ -363,7 +404,7 @@ func (c *copier) copyImage(ctx context.Context, want v1.Hash) error {
 		return err
 	}
 	if _, isTag := c.dst.(name.Tag); !isTag {
-		if err := c.pusher.Put(ctx, c.dst.Context().Digest(want.String()), top.desc); err != nil {
+		if err := c.put(ctx, c.dst.Context().Digest(want.String()), top.desc); err != nil {
 			return classify(destination, err, "writing %s", c.dst)
 		}
 		c.written++
@@ -386,7 +427,7 @@ func (c *copier) fetch(ctx context.Context, host string, ref name.Digest) (*node
 		}
 		defer res.Release()
 	}
-	desc, err := c.puller.Get(res.Bind(ctx), ref)
+	desc, err := c.get(res.Bind(ctx), c.puller, ref)
 	if err != nil {
 		return nil, classify(source, err, "reading %s", ref)
 	}
@@ -397,7 +438,7 @@ func (c *copier) fetch(ctx context.Context, host string, ref name.Digest) (*node
 func (c *copier) fetchChildren(ctx context.Context, host string, n *node) error {
 	var missing []v1.Descriptor
 	for _, d := range n.childDescs() {
-		if _, err := c.dstPuller.Head(ctx, c.dst.Context().Digest(d.Digest.String())); err == nil {
+		if _, err := c.head(ctx, c.dstPuller, c.dst.Context().Digest(d.Digest.String())); err == nil {
 			continue
 		} else if !isNotFound(err) {
 			return classify(destination, err, "checking %s", d.Digest)
@@ -418,7 +459,7 @@ func (c *copier) fetchChildren(ctx context.Context, host string, n *node) error 
 	bound := res.Bind(ctx)
 	for _, d := range missing {
 		ref := c.src.Context().Digest(d.Digest.String())
-		desc, err := c.puller.Get(bound, ref)
+		desc, err := c.get(bound, c.puller, ref)
 		if err != nil {
 			return classify(source, err, "reading %s", ref)
 		}
@@ -443,7 +484,7 @@ func (c *copier) putChildren(ctx context.Context, n *node) error {
 			return err
 		}
 		ref := c.dst.Context().Digest(child.desc.Digest.String())
-		if err := c.pusher.Put(ctx, ref, child.desc); err != nil {
+		if err := c.put(ctx, ref, child.desc); err != nil {
 			return classify(destination, err, "writing %s", ref)
 		}
 		c.written++
@@ -612,30 +653,52 @@ func (r *progressReader) Close() error { return r.rc.Close() }
 
 // watchdog cancels its context when poke is not called for d.
 type watchdog struct {
-	d     time.Duration
-	timer *time.Timer
+	d      time.Duration
+	timer  *time.Timer
+	cancel context.CancelCauseFunc
 }
 
 type watchdogKey struct{}
 
 func newWatchdog(ctx context.Context, d time.Duration) (*watchdog, context.Context) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	w := &watchdog{d: d}
+	w := &watchdog{d: d, cancel: cancel}
 	w.timer = time.AfterFunc(d, func() { cancel(errStalled) })
 	return w, context.WithValue(ctx, watchdogKey{}, w)
 }
 
 func (w *watchdog) poke() { w.timer.Reset(w.d) }
 
-func (w *watchdog) stop() { w.timer.Stop() }
+// stop ends the watch and releases its context: call it once the watched calls returned.
+func (w *watchdog) stop() {
+	w.timer.Stop()
+	w.cancel(nil)
+}
 
-// progressTransport pokes the request's watchdog when an answer arrives.
+// progressTransport pokes the request's watchdog when an answer arrives and as its body is read.
 type progressTransport struct{ inner http.RoundTripper }
 
 func (t progressTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.inner.RoundTrip(req)
 	if w, ok := req.Context().Value(watchdogKey{}).(*watchdog); ok {
 		w.poke()
+		if resp != nil && resp.Body != nil {
+			resp.Body = &pokingBody{ReadCloser: resp.Body, w: w}
+		}
 	}
 	return resp, err
+}
+
+// pokingBody pokes a watchdog for every read that moves bytes.
+type pokingBody struct {
+	io.ReadCloser
+	w *watchdog
+}
+
+func (b *pokingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.w.poke()
+	}
+	return n, err
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -442,20 +443,56 @@ func TestSourceErrorsAreClassified(t *testing.T) {
 	}
 }
 
-func TestMovedTagAndTooLarge(t *testing.T) {
+func TestMovedTagCopiesTheDigestThatRan(t *testing.T) {
+	src, dst := newSide(t, "src"), newSide(t, "dst")
+	src.attested(t, "lib/app", "v1", 1024)
+	ranRaw, ran := rawAt(t, src, "lib/app:v1")
+	src.attested(t, "lib/app", "v1", 1024) // the tag moves to new content
+	if _, now := rawAt(t, src, "lib/app:v1"); now == ran {
+		t.Fatal("the tag did not move")
+	}
+	opts := options(src, dst)
+	opts.Digest = ran
+	res, err := Copy(t.Context(), src.ref(t, "lib/app:v1"), dst.ref(t, "m/app:v1"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotRaw, got := rawAt(t, dst, "m/app:v1")
+	if got != ran || res.Digest != ran || !bytes.Equal(gotRaw, ranRaw) {
+		t.Fatalf("destination %s (result %s), want the digest that ran %s; bytes equal: %v", got, res.Digest, ran, bytes.Equal(gotRaw, ranRaw))
+	}
+	var idx manifestFields
+	_ = json.Unmarshal(ranRaw, &idx)
+	for _, c := range idx.Manifests {
+		if a, b := mustRaw(t, src, "lib/app@"+c.Digest.String()), mustRaw(t, dst, "m/app@"+c.Digest.String()); !bytes.Equal(a, b) {
+			t.Fatalf("child %s differs", c.Digest)
+		}
+	}
+
+	// The digest that ran is gone from the source too, and a new destination lacks it: ErrTagMoved.
+	if err := remote.Delete(src.ref(t, "lib/app@"+ran.String()), remote.WithAuth(src.auth)); err != nil {
+		t.Fatal(err)
+	}
+	fresh := newSide(t, "dst")
+	_, err = Copy(t.Context(), src.ref(t, "lib/app:v1"), fresh.ref(t, "m/app:v1"), options(src, fresh))
+	if err != nil {
+		t.Fatalf("without a digest, the moved tag copies what it points to now: %v", err)
+	}
+	fresh = newSide(t, "dst")
+	opts = options(src, fresh)
+	opts.Digest = ran
+	_, err = Copy(t.Context(), src.ref(t, "lib/app:v1"), fresh.ref(t, "m/app:v1"), opts)
+	if ReasonOf(err) != SourceUnavailable || !errors.Is(err, ErrTagMoved) {
+		t.Fatalf("moved tag, digest gone: got %v, want SourceUnavailable with ErrTagMoved", err)
+	}
+}
+
+func TestTooLarge(t *testing.T) {
 	src, dst := newSide(t, "src"), newSide(t, "dst")
 	src.reg.Push(t, "lib/app:v1")
-	_, old := rawAt(t, src, "lib/app:v1")
-	src.reg.Push(t, "lib/app:v1")
 	opts := options(src, dst)
-	opts.Digest = old
-	_, err := Copy(t.Context(), src.ref(t, "lib/app:v1"), dst.ref(t, "m/app:v1"), opts)
-	if ReasonOf(err) != SourceUnavailable || !strings.Contains(err.Error(), ErrTagMoved.Error()) {
-		t.Fatalf("moved tag: got %v", err)
-	}
-	opts = options(src, dst)
 	opts.MaxSize = 100
-	_, err = Copy(t.Context(), src.ref(t, "lib/app:v1"), dst.ref(t, "m/app:v1"), opts)
+	_, err := Copy(t.Context(), src.ref(t, "lib/app:v1"), dst.ref(t, "m/app:v1"), opts)
 	if ReasonOf(err) != TooLarge {
 		t.Fatalf("too large: got %v", err)
 	}

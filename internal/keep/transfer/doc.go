@@ -7,6 +7,8 @@
 //     equals the source digest. Nothing is re-serialised.
 //   - CopyReferrers: the cosign sibling tags (sha256-<hex>.sig/.att/.sbom) and the OCI
 //     referrers of a digest, each copied by Copy.
+//   - DeleteTag: one destination tag, by tag, never by digest (a digest delete takes every
+//     tag on it).
 //   - Pacer: a budget of manifest GETs per source host, and the transport that feeds it.
 //   - Reason and Error: why a copy failed, in the words of ImageMirror status.keep.
 //
@@ -16,28 +18,47 @@
 //  2. HEAD the destination by digest. Present: read those bytes from the destination and
 //     PUT the tag, 0 source GETs.
 //  3. HEAD the source (free on Docker Hub) to learn the digest. With Options.Digest (the
-//     node's imageID) or a tag@digest source, a tag that moved is refused (ErrTagMoved).
-//     Steps 1 and 2 run again with the digest learnt.
+//     node's imageID) or a tag@digest source, a tag that moved is copied from src@digest:
+//     the bytes that ran, not what the tag points to now. Without a digest, steps 1 and 2
+//     run again with the digest learnt.
 //  4. GET the top manifest by digest, then the children the destination lacks, by digest:
 //     1 + N manifest GETs for a new N-platform image, each granted by the Pacer first.
 //  5. Blobs, Options.Jobs at a time: HEAD at the destination, a mount when source and
 //     destination share a registry, else a streamed GET → PUT whose digest is verified.
-//     Memory does not grow with layer size.
+//     Memory does not grow with layer size: BenchmarkCopyVsCrane reports the peak heap and
+//     RSS above idle of a 200 MiB 4-platform copy, and its time against crane.Copy.
 //  6. Children by digest, deepest first; the tag last; then HEAD the tag == digest.
 //
 // # Failures
 //
-// | Reason            | when                                                           |
-// |-------------------|----------------------------------------------------------------|
-// | SourceUnavailable | source 404 or 5xx, unreachable, unparsable, or its tag moved   |
-// | QuotaExceeded     | source 429, or the Pacer: host frozen or at its reserve        |
-// | AuthRequired      | source 401 or 403                                              |
-// | PushFailed        | any destination error (a destination 429 included)             |
-// | TooLarge          | the missing blobs sum to more than Options.MaxSize             |
-// | Stalled           | a blob moved no byte for Options.StallTimeout                  |
+// | Reason            | when                                                                  |
+// |-------------------|-----------------------------------------------------------------------|
+// | SourceUnavailable | source 404 or 5xx, unreachable, unparsable; a moved tag's digest gone |
+// | QuotaExceeded     | source 429, or the Pacer: host frozen or at its reserve               |
+// | AuthRequired      | source 401 or 403                                                     |
+// | PushFailed        | any destination error (a destination 429 included)                    |
+// | TooLarge          | the missing blobs sum to more than Options.MaxSize                    |
+// | Stalled           | a blob, or a manifest request, moved no byte for StallTimeout         |
+//
+// Every manifest HEAD, GET and PUT, and DeleteTag's DELETE, is bounded by Options.StallTimeout
+// too: no answer or body byte for that long fails it with Stalled (either side) and releases
+// its Pacer reservation.
 //
 // A failed blob does not cancel the others, and the tag is written last, so a retry only
-// uploads what did not commit: committed blobs answer the HEAD.
+// uploads what did not commit: committed blobs answer the HEAD. This holds after a SIGKILL
+// mid-copy too: Copy keeps no state of its own, the destination is the state.
+//
+// # Deleting a tag
+//
+// | answer                               | DeleteTag returns                        |
+// |--------------------------------------|------------------------------------------|
+// | 200 or 202                           | nil                                      |
+// | 404 MANIFEST_UNKNOWN or NAME_UNKNOWN | ErrGone: already gone, a success         |
+// | 405, or an UNSUPPORTED error code    | ErrTagDeleteUnsupported: nothing deleted |
+// | anything else                        | an error with the status                 |
+//
+// A registry that deletes by digest only (distribution's registry:2) keeps the tag: kuik
+// deletes nothing rather than every tag of the digest.
 //
 // # Retries and pacing
 //
@@ -64,8 +85,4 @@
 //     children are then refused by the reserve.
 //   - Resuming a partly uploaded blob (chunked PATCH with a Range): a stalled blob restarts.
 //   - Metrics (bytes, stalls, budget left) and events.
-//   - The stall timeout covers blobs only: a manifest GET, HEAD or PUT that never answers
-//     waits for the caller's context, holding its Pacer reservation meanwhile.
-//   - A source tag that moved away from the digest the node runs fails with ErrTagMoved;
-//     copying src@digest under the tag instead (the bytes that ran) is not done yet.
 package transfer

@@ -17,7 +17,8 @@ type Reason = v1alpha1.KeepFailureReason
 
 // The reasons a copy fails with.
 const (
-	// SourceUnavailable: the source answered 404 or 5xx, could not be reached, or its tag moved.
+	// SourceUnavailable: the source answered 404 or 5xx, could not be reached, or its tag moved
+	// and the expected digest is gone.
 	SourceUnavailable = v1alpha1.KeepSourceUnavailable
 	// QuotaExceeded: the source answered 429, or its budget is spent down to the reserve.
 	QuotaExceeded = v1alpha1.KeepQuotaExceeded
@@ -27,14 +28,15 @@ const (
 	PushFailed = v1alpha1.KeepPushFailed
 	// TooLarge: the image is larger than Options.MaxSize.
 	TooLarge = v1alpha1.KeepTooLarge
-	// Stalled: a blob moved no byte for Options.StallTimeout.
+	// Stalled: a blob or a manifest request moved no byte for Options.StallTimeout.
 	Stalled = v1alpha1.KeepStalled
 )
 
-// ErrTagMoved is wrapped when the source tag no longer points at the expected digest.
+// ErrTagMoved is wrapped when the source tag no longer points at the expected digest and that
+// digest is gone from the source too.
 var ErrTagMoved = errors.New("source tag moved")
 
-// errStalled is the cancel cause of a blob that made no progress.
+// errStalled is the cancel cause of a blob or a request that made no progress.
 var errStalled = errors.New("no progress")
 
 // Error is a failed copy with its reason.

@@ -1,0 +1,4 @@
+package webhook
+
+// BuildIndex is buildIndex, for the tests of the index Run builds.
+var BuildIndex = buildIndex
