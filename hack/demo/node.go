@@ -69,7 +69,7 @@ func serve(ctx context.Context, n *testnode.Node, dir string) error {
 	}
 
 	step("building kuik's images for linux/%s and helm install charts/kuik with them (registry %s)", runtime.GOARCH, images)
-	k, err := kuiknode.Install(ctx, n, kuiknode.Options{Registry: images})
+	k, err := kuiknode.Install(ctx, n, kuiknode.Options{Registry: images, Keeper: true})
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func serve(ctx context.Context, n *testnode.Node, dir string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("    %s: 2/2 Ready behind Service %s; %s: Ready, leader %s\n", k.Webhook, k.WebhookService, k.Syncer, holder)
+	fmt.Printf("    %s: 2/2 Ready behind Service %s; %s: Ready, leader %s; %s: Ready\n", k.Webhook, k.WebhookService, k.Syncer, holder, k.Keeper)
 
 	step("pushing demo/hello:v1 to the private registry %s (basic auth)", private)
 	img, err := n.GuestImage("demo/hello:v1")
@@ -199,12 +199,13 @@ kuik runs on a real node (kubelet, containerd): %.0fs from the node's start to h
   %[2]s -n %[10]s get pods -o wide               # hello-kept runs %[11]s
   %[2]s -n %[6]s logs deploy/%[7]s
   %[2]s -n %[6]s logs deploy/%[8]s
+  %[2]s -n %[6]s logs deploy/%[12]s
   %[2]s get --raw /api/v1/namespaces/%[6]s/services/%[7]s-metrics:metrics/proxy/metrics | grep ^kuik_
   %[2]s get --raw /api/v1/namespaces/%[6]s/services/%[8]s-metrics:metrics/proxy/metrics | grep ^kuik_
 
 (%[2]s runs kubectl in the node's network namespace.) The node's logs: %[9]s
 Stop everything with: make demo-down
-`, time.Since(t0).Seconds(), kubectl, demoNamespace, secretName, outsideNamespace, k.Namespace, k.Webhook, k.Syncer, filepath.Join(n.HostDir(), "logs"), keepNamespace, kept)
+`, time.Since(t0).Seconds(), kubectl, demoNamespace, secretName, outsideNamespace, k.Namespace, k.Webhook, k.Syncer, filepath.Join(n.HostDir(), "logs"), keepNamespace, kept, k.Keeper)
 	fmt.Println(readyLine)
 	<-ctx.Done()
 	fmt.Println("demo: stopping")
