@@ -68,5 +68,5 @@ func candidates(ctx context.Context, o app.CandidatesOptions) error {
 	if err != nil {
 		return app.UsageError{Err: err}
 	}
-	return route.PrintCandidates(os.Stdout, objs, o.Image, o.PodLabels, o.NamespaceLabels)
+	return route.PrintCandidates(os.Stdout, objs, o.Image, o.PodLabels, o.NamespaceLabels, o.ClusterID)
 }

@@ -22,7 +22,8 @@
 //     is waiting in ErrImagePull or ImagePullBackOff with the image its spec names now.
 //   - Decide: exactly as the webhook would at the pod's creation: the routing index built from
 //     the syncer's cached ImageAlternatives and ImageMirrors (dry-run ones left out: they never
-//     change what is enforced), the namespace's labels, and route.Route on a copy of the pod
+//     change what is enforced) with the webhook's cluster ID (Options.ClusterID: the mirror
+//     tags it routes to), the namespace's labels, and route.Route on a copy of the pod
 //     with a route.ProbeChooser (registry probes; credentials read from the Secrets of the
 //     cluster resource namespace only): the decision the webhook uses, not the webhook. Pods
 //     the webhook never sees (label kuik.enix.io/skip, excluded namespaces) are left alone.

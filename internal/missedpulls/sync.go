@@ -118,7 +118,8 @@ func routeAsCreated(ctx context.Context, pod *corev1.Pod, namespaceLabels labels
 	return route.Route(ctx, pod, namespaceLabels, ix, choose, route.Scope{})
 }
 
-// index returns the routing index of the enforcing resources, rebuilt after a change. Dry-run
+// index returns the routing index of the enforcing resources, with the mirror tags of the
+// cluster ID (the webhook's), rebuilt after a change. Dry-run
 // resources are left out before indexing (routing.NewIndex would leave them out of what it
 // enforces too, but keep them in Index.WithDryRun): so Route sends no trial probe for a
 // decision that only wants what the webhook enforces.
@@ -154,6 +155,9 @@ func (w *Watcher) index(ctx context.Context) (*routing.Index, error) {
 	ix, errs := routing.NewIndex(alternatives, mirrors)
 	for _, err := range errs {
 		logr.FromContextOrDiscard(ctx).V(1).Info("routing resource left out of the index", "error", err.Error())
+	}
+	if w.opts.ClusterID != "" {
+		ix = ix.WithClusterID(w.opts.ClusterID)
 	}
 	w.ix = ix
 	return ix, nil

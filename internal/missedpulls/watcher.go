@@ -64,6 +64,9 @@ const (
 type Options struct {
 	// ClusterResourceNamespace holds the secretRef and kuik-provider-* Secrets the probes read.
 	ClusterResourceNamespace string
+	// ClusterID is the webhook's --cluster-id (valid or empty): the decision routes to this
+	// cluster's mirror tags (routing.Index.WithClusterID), as the webhook does.
+	ClusterID string
 	// ExcludedNamespaces are the namespaces the webhook configuration leaves out (kube-system
 	// and the cluster resource namespace are always).
 	ExcludedNamespaces []string

@@ -20,8 +20,9 @@ var ErrInvalidResources = errors.New("invalid routing resources")
 // REFERENCE<TAB>SOURCE<TAB>PULLSECRET; when dry-run resources change the list, the list they
 // would give follows a comment line, their candidates marked "(dry run)". Every routing resource among objs is validated with the
 // rules the API server and the validating webhook apply; any invalid one is an error naming the
-// resource and the field. Objects of other kinds are ignored.
-func PrintCandidates(w io.Writer, objs []runtime.Object, image string, podLabels, namespaceLabels labels.Set) error {
+// resource and the field. Objects of other kinds are ignored. A clusterID (valid or empty)
+// gives mirror candidates that cluster's tags, as the webhook's --cluster-id.
+func PrintCandidates(w io.Writer, objs []runtime.Object, image string, podLabels, namespaceLabels labels.Set, clusterID string) error {
 	var ias []v1alpha1.ImageAlternative
 	var ims []v1alpha1.ImageMirror
 	var problems []string
@@ -45,6 +46,9 @@ func PrintCandidates(w io.Writer, objs []runtime.Object, image string, podLabels
 	ix, errs := routing.NewIndex(ias, ims)
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidResources, errors.Join(errs...))
+	}
+	if clusterID != "" {
+		ix = ix.WithClusterID(clusterID)
 	}
 	cands, err := ix.Candidates(image, podLabels, namespaceLabels)
 	if err != nil {

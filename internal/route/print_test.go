@@ -75,7 +75,7 @@ func TestPrintCandidates(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
-			if err := route.PrintCandidates(&out, objs, tc.image, nil, tc.nsLabels); err != nil {
+			if err := route.PrintCandidates(&out, objs, tc.image, nil, tc.nsLabels, ""); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tc.want, out.String()); diff != "" {
@@ -92,7 +92,7 @@ func TestPrintCandidatesRefusesInvalidResourcesNamingTheField(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	err = route.PrintCandidates(&out, objs, "quay.io/acme/foo:v1", nil, nil)
+	err = route.PrintCandidates(&out, objs, "quay.io/acme/foo:v1", nil, nil, "")
 	if !errors.Is(err, route.ErrInvalidResources) {
 		t.Fatalf("error = %v, want ErrInvalidResources", err)
 	}
@@ -112,7 +112,7 @@ func TestPrintCandidatesShowsWhatDryRunsWouldChange(t *testing.T) {
 	}
 	objs = append(objs, &trial)
 	var out bytes.Buffer
-	if err := route.PrintCandidates(&out, objs, "quay.io/acme/foo:v1", nil, nil); err != nil {
+	if err := route.PrintCandidates(&out, objs, "quay.io/acme/foo:v1", nil, nil, ""); err != nil {
 		t.Fatal(err)
 	}
 	want := "registry.tld/mirror/quay.io/acme/foo:v1\tImageMirror/corp-mirror\tkuik-inject-imagemirror-corp-mirror\n" +
@@ -123,5 +123,31 @@ func TestPrintCandidatesShowsWhatDryRunsWouldChange(t *testing.T) {
 		"quay.io/acme/foo:v1\toriginal\t-\n"
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("output (-want +got):\n%s", diff)
+	}
+}
+
+// With a cluster ID, a mirror candidate has the cluster's tag and the alternative its own, as
+// the webhook's index WithClusterID; a digest-only image has no tag to suffix.
+func TestPrintCandidatesWithClusterID(t *testing.T) {
+	objs, err := manifest.Read(strings.NewReader(routingYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := "@sha256:" + strings.Repeat("a", 64)
+	for image, want := range map[string]string{
+		"quay.io/acme/foo:v1": "registry.tld/mirror/quay.io/acme/foo:v1-kuik-eu-1\tImageMirror/corp-mirror\tkuik-inject-imagemirror-corp-mirror\n" +
+			"quay.io/acme/foo:v1\toriginal\t-\n" +
+			"registry.local:5000/acme/foo:v1\tImageAlternative/acme-foo\tkuik-inject-imagealternative-acme-foo\n",
+		"quay.io/acme/foo" + digest: "registry.tld/mirror/quay.io/acme/foo" + digest + "\tImageMirror/corp-mirror\tkuik-inject-imagemirror-corp-mirror\n" +
+			"quay.io/acme/foo" + digest + "\toriginal\t-\n" +
+			"registry.local:5000/acme/foo" + digest + "\tImageAlternative/acme-foo\tkuik-inject-imagealternative-acme-foo\n",
+	} {
+		var out bytes.Buffer
+		if err := route.PrintCandidates(&out, objs, image, nil, labels.Set{"team": "payments"}, "eu-1"); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, out.String()); diff != "" {
+			t.Errorf("%s: output (-want +got):\n%s", image, diff)
+		}
 	}
 }

@@ -13,6 +13,10 @@ type Config struct {
 	// ClusterResourceNamespace holds the secretRef Secrets, the retention records and the
 	// leader election Lease.
 	ClusterResourceNamespace string
+	// ClusterID is the webhook's --cluster-id (valid or empty, routing.ValidateClusterID): a
+	// pod's record of a mirror counts only with this cluster's mirror tag, and the missed-pull
+	// decision routes to those tags.
+	ClusterID string
 	// Retention keeps an OnFailure entry no live pod uses any more (default 15 minutes).
 	Retention time.Duration
 	// ResyncPeriod re-applies every pair, whatever the hash says, restoring Secrets someone

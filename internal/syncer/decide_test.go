@@ -63,7 +63,7 @@ func mustMirror(t *testing.T, b *testutil.ImageMirrorBuilder) *Resource {
 	t.Helper()
 	obj := b.Build()
 	obj.UID = types.UID("uid-" + obj.Name)
-	r, err := FromImageMirror(&obj)
+	r, err := FromImageMirror(&obj, "")
 	if err != nil {
 		t.Fatal(err)
 	}

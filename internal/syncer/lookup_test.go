@@ -68,7 +68,7 @@ func TestEntryLookupPathIsRoutings(t *testing.T) {
 		}
 	}
 	d := v1alpha1.MirrorDestination{Path: "registry.tld/mirror/"}
-	r, err := FromImageMirror(&v1alpha1.ImageMirror{Spec: v1alpha1.ImageMirrorSpec{Destination: d}})
+	r, err := FromImageMirror(&v1alpha1.ImageMirror{Spec: v1alpha1.ImageMirrorSpec{Destination: d}}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func (c *Controller) resource(ctx context.Context, rk ResourceKey) (*Resource, *
 		if err := c.cache.Get(ctx, client.ObjectKey{Name: rk.Name}, &obj); err != nil {
 			return nil, nil, client.IgnoreNotFound(err)
 		}
-		meta, conv = &obj, func() (*Resource, error) { return FromImageMirror(&obj) }
+		meta, conv = &obj, func() (*Resource, error) { return FromImageMirror(&obj, c.cfg.ClusterID) }
 	default:
 		return nil, nil, fmt.Errorf("unknown kind %q", rk.Kind)
 	}

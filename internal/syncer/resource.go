@@ -137,8 +137,10 @@ func FromImageAlternative(obj *v1alpha1.ImageAlternative) (*Resource, error) {
 	return r, r.compile([]v1alpha1.ImageAlternative{*obj}, nil)
 }
 
-// FromImageMirror reads an ImageMirror.
-func FromImageMirror(obj *v1alpha1.ImageMirror) (*Resource, error) {
+// FromImageMirror reads an ImageMirror for the cluster clusterID (valid or empty,
+// routing.ValidateClusterID): a record counts only with the mirror tag the webhook of that
+// cluster writes (routing.Index.WithClusterID).
+func FromImageMirror(obj *v1alpha1.ImageMirror, clusterID string) (*Resource, error) {
 	r, err := newResource(routing.KindImageMirror, &obj.ObjectMeta, obj.Spec.RewritePolicy, obj.Spec.DryRun, obj.Spec.NamespaceSelector)
 	if err != nil {
 		return nil, err
@@ -151,7 +153,13 @@ func FromImageMirror(obj *v1alpha1.ImageMirror) (*Resource, error) {
 	}
 	e.Key = authsKey(e.Path)
 	r.Entries = []Entry{e}
-	return r, r.compile(nil, []v1alpha1.ImageMirror{*obj})
+	if err := r.compile(nil, []v1alpha1.ImageMirror{*obj}); err != nil {
+		return r, err
+	}
+	if clusterID != "" {
+		r.index = r.index.WithClusterID(clusterID)
+	}
+	return r, nil
 }
 
 // compile builds the resource's routing index, refusing a resource the routing core refuses

@@ -43,7 +43,7 @@ type Options struct {
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
 	// MissedPulls, when set, runs the missed-pull controller on the leader (internal/missedpulls);
-	// its ClusterResourceNamespace is the syncer's.
+	// its ClusterResourceNamespace and ClusterID are the syncer's.
 	MissedPulls *missedpulls.Options
 }
 
@@ -57,6 +57,7 @@ func missedPullOptions(opts Options) *missedpulls.Options {
 	}
 	mp := *opts.MissedPulls
 	mp.ClusterResourceNamespace = opts.ClusterResourceNamespace
+	mp.ClusterID = opts.ClusterID
 	return &mp
 }
 

@@ -22,7 +22,7 @@ func TestMissedPullOptionsNeverTakeTheSyncersPluginsForTheNodes(t *testing.T) {
 		"the nodes run them too":                        {nodes: ecr},
 	} {
 		t.Run(name, func(t *testing.T) {
-			opts := Options{Config: Config{ClusterResourceNamespace: "kuik-system", Plugins: plugins},
+			opts := Options{Config: Config{ClusterResourceNamespace: "kuik-system", ClusterID: "eu-1", Plugins: plugins},
 				MissedPulls: &missedpulls.Options{NodeProviders: tc.nodes}}
 			got := missedPullOptions(opts)
 			if got == nil {
@@ -33,6 +33,9 @@ func TestMissedPullOptionsNeverTakeTheSyncersPluginsForTheNodes(t *testing.T) {
 			}
 			if got.ClusterResourceNamespace != "kuik-system" {
 				t.Errorf("cluster resource namespace %q, want the syncer's", got.ClusterResourceNamespace)
+			}
+			if got.ClusterID != "eu-1" {
+				t.Errorf("cluster ID %q, want the syncer's", got.ClusterID)
 			}
 		})
 	}

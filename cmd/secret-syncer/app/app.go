@@ -18,6 +18,7 @@ import (
 	"github.com/enix/kuik/internal/credentialprovider"
 	"github.com/enix/kuik/internal/logflags"
 	"github.com/enix/kuik/internal/metrics"
+	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/internal/syncer"
 )
 
@@ -114,6 +115,8 @@ holding the credentials of the entries the webhook rewrites pods to.`,
 	f := cmd.Flags()
 	f.StringVar(&opts.ClusterResourceNamespace, "cluster-resource-namespace", defaultNamespace(),
 		"namespace holding the secretRef Secrets and the leader election Lease (default $POD_NAMESPACE, else kuik-system)")
+	f.StringVar(&opts.ClusterID, "cluster-id", "",
+		`the webhook's --cluster-id: a pod's record of a mirror counts only with this cluster's tag ("-kuik-<id>" suffix), and missed pulls are routed to those tags; empty: the images' own tags`)
 	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "path to a kubeconfig; empty uses $KUBECONFIG, ~/.kube/config, then in-cluster")
 	f.DurationVar(&opts.Retention, "retention", 15*time.Minute, "how long an OnFailure entry no live pod uses stays in its Secret")
 	f.DurationVar(&opts.ResyncPeriod, "resync-period", 10*time.Minute, "how often every Secret is applied again, restoring those deleted or edited")
@@ -139,6 +142,17 @@ holding the credentials of the entries the webhook rewrites pods to.`,
 	return cmd
 }
 
+// validateClusterID checks --cluster-id; empty is none.
+func validateClusterID(id string) error {
+	if id == "" {
+		return nil
+	}
+	if err := routing.ValidateClusterID(id); err != nil {
+		return fmt.Errorf("--cluster-id: %w", err)
+	}
+	return nil
+}
+
 func defaultNamespace() string {
 	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
 		return ns
@@ -150,6 +164,9 @@ func (o *Options) validate() error {
 	var errs []error
 	if o.ClusterResourceNamespace == "" {
 		errs = append(errs, errors.New("--cluster-resource-namespace must not be empty"))
+	}
+	if err := validateClusterID(o.ClusterID); err != nil {
+		errs = append(errs, err)
 	}
 	if o.Retention < 0 {
 		errs = append(errs, fmt.Errorf("--retention must not be negative, got %s", o.Retention))

@@ -85,13 +85,15 @@ func TestFlags(t *testing.T) {
 		"--cluster-resource-namespace=ops", "--kubeconfig=/tmp/kc", "--retention=1h", "--resync-period=30s",
 		"--debounce=1s", "--workers=4", "--fallback-delay=3s", "--metrics-bind-address=127.0.0.1:9090",
 		"--health-probe-bind-address=0", "--leader-elect", "--leader-election-id=other",
-		"--leader-elect-lease-duration=90s", "--leader-elect-renew-deadline=60s", "--leader-elect-retry-period=5s")
+		"--leader-elect-lease-duration=90s", "--leader-elect-renew-deadline=60s", "--leader-elect-retry-period=5s",
+		"--cluster-id=eu-1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Options{Kubeconfig: "/tmp/kc", Options: syncer.Options{
 		Config: syncer.Config{
 			ClusterResourceNamespace: "ops",
+			ClusterID:                "eu-1",
 			Retention:                time.Hour,
 			ResyncPeriod:             30 * time.Second,
 			Debounce:                 time.Second,
@@ -130,6 +132,9 @@ func TestInvalidFlagsDoNotRun(t *testing.T) {
 		"zero retry period":        {"--leader-elect", "--leader-elect-retry-period=0s"},
 		"lease within renew+retry": {"--leader-elect", "--leader-elect-lease-duration=60s", "--leader-elect-renew-deadline=59s", "--leader-elect-retry-period=2s"},
 		"retry near the deadline":  {"--leader-elect", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=9s"},
+		"cluster ID not a label":   {"--cluster-id=EU_1"},
+		"cluster ID too long":      {"--cluster-id=" + strings.Repeat("a", 33)},
+		"cluster ID with kuik-":    {"--cluster-id=a-kuik-b"},
 		"unknown flag":             {"--nope"},
 		"argument":                 {"extra"},
 	} {
@@ -174,6 +179,45 @@ func TestRender(t *testing.T) {
 		if diff := cmp.Diff(string(want), got); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", file, diff)
 		}
+	}
+}
+
+// render with --cluster-id decides as that cluster's syncer: the pods of testdata record the
+// mirror's images under their own tags, not the cluster's, so the mirror's Secret goes; a bad
+// ID is refused.
+func TestRenderWithClusterID(t *testing.T) {
+	render := func(id string) (string, error) {
+		var stdout bytes.Buffer
+		cmd := NewCommand(nil)
+		cmd.SetOut(&stdout)
+		cmd.SetErr(&bytes.Buffer{})
+		cmd.SetArgs([]string{"render",
+			"--resources", filepath.Join("testdata", "resources.yaml"),
+			"--secrets", filepath.Join("testdata", "secrets.yaml"),
+			"--namespaces", filepath.Join("testdata", "namespaces.yaml"),
+			"--pods", filepath.Join("testdata", "pods.yaml"),
+			"--cluster-resource-namespace", "kuik-system",
+			"--cluster-id", id,
+		})
+		err := cmd.ExecuteContext(t.Context())
+		return stdout.String(), err
+	}
+	const mirrorSecret = "name: kuik-inject-imagemirror-mirror\n"
+	if out, err := render(""); err != nil || !strings.Contains(out, mirrorSecret) {
+		t.Fatalf("without a cluster ID: err %v, output %q; want the mirror's Secret", err, out)
+	}
+	out, err := render("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, mirrorSecret) {
+		t.Errorf("with --cluster-id=c1 the mirror's Secret is rendered for records of the images' own tags:\n%s", out)
+	}
+	if !strings.Contains(out, "name: kuik-inject-imagealternative-acme\n") {
+		t.Errorf("with --cluster-id=c1 the alternative's Secrets are gone:\n%s", out)
+	}
+	if _, err := render("a-kuik-b"); err == nil || !strings.Contains(err.Error(), "--cluster-id") {
+		t.Errorf("render --cluster-id=a-kuik-b: %v, want a refusal naming the flag", err)
 	}
 }
 

@@ -28,7 +28,7 @@ import (
 
 type renderOptions struct {
 	resources, secrets, namespaces, pods string
-	clusterResourceNamespace             string
+	clusterResourceNamespace, clusterID  string
 	providers                            ProviderFlags
 	renewFloor                           time.Duration
 }
@@ -67,6 +67,8 @@ no token).`,
 	f.StringVar(&o.pods, "pods", "", "file of Pods as the webhook admitted them")
 	f.StringVar(&o.clusterResourceNamespace, "cluster-resource-namespace", defaultNamespace(),
 		"namespace of the secretRef Secrets; Secrets of other namespaces in --secrets are ignored")
+	f.StringVar(&o.clusterID, "cluster-id", "",
+		`as the syncer's: a pod's record of a mirror counts only with this cluster's tag ("-kuik-<id>" suffix)`)
 	o.providers.bind(f)
 	f.DurationVar(&o.renewFloor, "provider-renew-floor", time.Minute, "as the syncer's: the lifetime recorded for a credential the plugin asks not to cache is twice that")
 	_ = cmd.MarkFlagRequired("resources")
@@ -76,6 +78,9 @@ no token).`,
 
 func (o *renderOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	if err := o.providers.validate(); err != nil {
+		return err
+	}
+	if err := validateClusterID(o.clusterID); err != nil {
 		return err
 	}
 	plugins, err := o.providers.Plugins()
@@ -102,7 +107,7 @@ func (o *renderOptions) run(ctx context.Context, stdout, stderr io.Writer) error
 		case *v1alpha1.ImageAlternative:
 			r, err = syncer.FromImageAlternative(t)
 		case *v1alpha1.ImageMirror:
-			r, err = syncer.FromImageMirror(t)
+			r, err = syncer.FromImageMirror(t, o.clusterID)
 		default:
 			return fmt.Errorf("%s: %T is not a routing resource", o.resources, obj)
 		}

@@ -48,6 +48,8 @@ type CandidatesOptions struct {
 	NamespaceLabels labels.Set
 	PodLabels       labels.Set
 	Image           string
+	// ClusterID, when set, gives mirror candidates this cluster's tags, as the server's flag.
+	ClusterID string
 }
 
 // RunFunc serves; CandidatesFunc prints candidates. Their context carries the logger
@@ -97,10 +99,8 @@ resources.`,
 			if o.ClusterResourceNamespace == "" {
 				return UsageError{errors.New("--cluster-resource-namespace must not be empty")}
 			}
-			if o.ClusterID != "" {
-				if err := routing.ValidateClusterID(o.ClusterID); err != nil {
-					return UsageError{fmt.Errorf("--cluster-id: %w", err)}
-				}
+			if err := validateClusterID(o.ClusterID); err != nil {
+				return err
 			}
 			// Refuse to start on a configuration the kubelet would refuse.
 			if o.ImageCredentialProviderConfig != "" {
@@ -172,6 +172,9 @@ REFERENCE<TAB>SOURCE<TAB>PULLSECRET.`,
 			if len(o.Resources) == 0 {
 				return UsageError{errors.New("--resources is required")}
 			}
+			if err := validateClusterID(o.ClusterID); err != nil {
+				return err
+			}
 			o.Image = args[0]
 			ctx, err := withLogger(cmd, logs)
 			if err != nil {
@@ -184,7 +187,19 @@ REFERENCE<TAB>SOURCE<TAB>PULLSECRET.`,
 	f.StringArrayVar(&o.Resources, "resources", nil, "YAML file of ImageAlternative and ImageMirror resources (repeatable).")
 	f.StringVar(&nsLabels, "namespace-labels", "", "Labels of the pod's namespace, k=v,...")
 	f.StringVar(&podLabels, "pod-labels", "", "Labels of the pod, k=v,...")
+	f.StringVar(&o.ClusterID, "cluster-id", "", `The server's --cluster-id: mirror candidates get this cluster's tags ("-kuik-<id>" suffix). Empty: the images' own tags.`)
 	return cmd
+}
+
+// validateClusterID checks --cluster-id; empty is none.
+func validateClusterID(id string) error {
+	if id == "" {
+		return nil
+	}
+	if err := routing.ValidateClusterID(id); err != nil {
+		return UsageError{fmt.Errorf("--cluster-id: %w", err)}
+	}
+	return nil
 }
 
 func envOr(key, def string) string {

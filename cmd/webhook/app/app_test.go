@@ -82,6 +82,7 @@ func TestUsageErrors(t *testing.T) {
 		"cluster ID with kuik-":        {"--cluster-id=a-kuik-b"},
 		"candidates without resources": {"candidates", "nginx"},
 		"candidates with bad labels":   {"candidates", "--resources=f", "--pod-labels=a=b=c", "nginx"},
+		"candidates with bad cluster":  {"candidates", "--resources=f", "--cluster-id=a-kuik-b", "nginx"},
 	}
 	for name, args := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -95,7 +96,7 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestCandidatesFlags(t *testing.T) {
-	_, got, err := run(t, "candidates", "--resources=a.yaml", "--resources=b.yaml", "--namespace-labels=team=a", "--pod-labels=app=x,tier=web", "nginx:1.27")
+	_, got, err := run(t, "candidates", "--resources=a.yaml", "--resources=b.yaml", "--namespace-labels=team=a", "--pod-labels=app=x,tier=web", "--cluster-id=eu-1", "nginx:1.27")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +105,7 @@ func TestCandidatesFlags(t *testing.T) {
 		NamespaceLabels: labels.Set{"team": "a"},
 		PodLabels:       labels.Set{"app": "x", "tier": "web"},
 		Image:           "nginx:1.27",
+		ClusterID:       "eu-1",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)
