@@ -55,8 +55,7 @@ type ImageMirrorSpec struct {
 	Destination MirrorDestination `json:"destination"`
 	// keep: kuik copies the images of the pods this mirror selects into the destination,
 	// verbatim, and deletes the tags it wrote once out of use for retention. Absent, kuik only
-	// routes to what the mirror already holds. Not acted on yet: this release ships no keeper,
-	// so the field is validated and stored only.
+	// routes to what the mirror already holds. The keeper acts on it (chart value keeper.enabled).
 	// +optional
 	Keep *MirrorKeep `json:"keep,omitempty"`
 }
