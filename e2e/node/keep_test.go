@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -114,16 +115,19 @@ func TestKeptImageRunsAfterItsUpstreamIsGone(t *testing.T) {
 		}
 		return nil
 	})
-	testutil.Eventually(t, time.Minute, "status.keep counts the kept image", func(ctx context.Context) error {
+	var status string
+	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		var got v1alpha1.ImageMirror
 		if err := w.c.Get(ctx, client.ObjectKeyFromObject(im), &got); err != nil {
-			return err
+			status = err.Error()
+			return false, nil
 		}
-		if got.Status.Keep == nil || got.Status.Keep.Present < 1 || got.Status.Keep.Failed != 0 {
-			return fmt.Errorf("status.keep is %+v", got.Status.Keep)
-		}
-		return nil
-	})
+		b, _ := json.Marshal(got.Status)
+		status = string(b)
+		return got.Status.Keep != nil && got.Status.Keep.Present >= 1 && got.Status.Keep.Failed == 0, nil
+	}); err != nil {
+		t.Fatalf("status.keep never counted the kept image: %v; status %s\nkeeper log:\n%s", err, status, w.keeperLog(t))
+	}
 
 	// The upstream goes away. Once the webhook's probe cache has seen it (dry-run pods), the
 	// Deployment's next pod is routed to the kept copy and runs.
@@ -144,6 +148,20 @@ func TestKeptImageRunsAfterItsUpstreamIsGone(t *testing.T) {
 		t.Fatalf("the kubelet ran %s (%s), want the kept digest %s", st.Image, st.ImageID, digest)
 	}
 	t.Logf("upstream gone: %s/%s runs %s (%s)", ns, second.Name, st.Image, st.ImageID)
+}
+
+// keeperLog is the end of the keeper pod's log.
+func (w *world) keeperLog(t *testing.T) string {
+	t.Helper()
+	pods, err := w.cs.CoreV1().Pods(w.kuik.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=keeper"})
+	if err != nil || len(pods.Items) == 0 {
+		return fmt.Sprintf("(no keeper pod: %v)", err)
+	}
+	b, err := w.cs.CoreV1().Pods(w.kuik.Namespace).GetLogs(pods.Items[0].Name, &corev1.PodLogOptions{TailLines: ptr.To[int64](60)}).DoRaw(context.Background())
+	if err != nil {
+		return fmt.Sprintf("(reading the keeper's log: %v)", err)
+	}
+	return string(b)
 }
 
 // deploymentPodRunning waits for a Running pod of the app=kept Deployment in ns other than

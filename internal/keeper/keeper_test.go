@@ -89,6 +89,10 @@ type recordingReporter struct {
 	outcomes []Outcome
 	status   map[string]v1alpha1.KeepStatus
 	cond     map[string]metav1.Condition
+	// holdBack, when set, answers errHeldBack (as the real reporter within its interval) once
+	// for the first status it accepts.
+	holdBack func(v1alpha1.KeepStatus) bool
+	held     bool
 }
 
 func (r *recordingReporter) Outcome(_ context.Context, _ *v1alpha1.ImageMirror, o Outcome) {
@@ -100,6 +104,10 @@ func (r *recordingReporter) Outcome(_ context.Context, _ *v1alpha1.ImageMirror, 
 func (r *recordingReporter) Status(_ context.Context, m *v1alpha1.ImageMirror, st v1alpha1.KeepStatus, c metav1.Condition) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.holdBack != nil && !r.held && r.holdBack(st) {
+		r.held = true
+		return errHeldBack
+	}
 	r.status[m.Name], r.cond[m.Name] = st, c
 	return nil
 }
@@ -625,5 +633,28 @@ func TestARefusedPushCredentialMakesKeepReadyFalse(t *testing.T) {
 	}
 	if n := len(f.srcFront.Requests()); n != 0 {
 		t.Fatalf("%d source requests though the destination refused the credential first", n)
+	}
+}
+
+// A status write the reporter holds back (errHeldBack) is written at a later status pass: the
+// scheduler does not take it as reported.
+func TestAStatusWriteHeldBackIsWrittenLater(t *testing.T) {
+	f := newFixture(t, Options{StatusInterval: 50 * time.Millisecond}, nil)
+	f.report.holdBack = func(st v1alpha1.KeepStatus) bool { return st.Present == 1 }
+	f.src.Push(t, "app:1")
+	f.setPods(livePod("web", "src.test/app:1"))
+	f.start()
+	testutil.Eventually(t, 10*time.Second, "status.keep after a held-back write", func(context.Context) error {
+		st, _ := f.report.last("keep")
+		if st.Present != 1 {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
+	f.report.mu.Lock()
+	held := f.report.held
+	f.report.mu.Unlock()
+	if !held {
+		t.Fatal("no write was held back: the test tested nothing")
 	}
 }

@@ -2,6 +2,7 @@ package keeper
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -75,10 +76,14 @@ func eventNote(note string) string {
 	return note
 }
 
+// errHeldBack is Status's answer to a write within the status interval of the previous one:
+// nothing was written, and the caller tries again later.
+var errHeldBack = errors.New("status write held back: within the status interval of the previous one")
+
 // Status applies status.keep and the KeepReady condition of mirror, and nothing else, as
 // FieldManager. It writes nothing when mirror (the cached object) already shows them, nor
-// within the status interval of the previous write of this mirror: the scheduler calls it
-// every pass, and the next pass writes what was held back. The condition keeps its
+// within the status interval of the previous write of this mirror (errHeldBack: the scheduler
+// tries again at its next status pass). The condition keeps its
 // lastTransitionTime while its status does not change.
 func (r *reporter) Status(ctx context.Context, mirror *v1alpha1.ImageMirror, st v1alpha1.KeepStatus, ready metav1.Condition) error {
 	// The API server keeps seconds: compare and write what it will hold.
@@ -106,7 +111,7 @@ func (r *reporter) Status(ctx context.Context, mirror *v1alpha1.ImageMirror, st 
 	last, ok := r.written[mirror.UID]
 	if ok && now.Sub(last) < r.interval {
 		r.mu.Unlock()
-		return nil
+		return errHeldBack
 	}
 	r.written[mirror.UID] = now
 	r.mu.Unlock()

@@ -196,8 +196,8 @@ func TestStatusSkipsUnchangedAndTooFrequentWrites(t *testing.T) {
 		t.Fatalf("the change was not written: %+v", second.Status.Keep)
 	}
 	clock = clock.Add(time.Second)
-	if err := r.Status(ctx, second, v1alpha1.KeepStatus{Desired: 3, Present: 1}, keeping); err != nil {
-		t.Fatal(err)
+	if err := r.Status(ctx, second, v1alpha1.KeepStatus{Desired: 3, Present: 1}, keeping); !errors.Is(err, errHeldBack) {
+		t.Fatalf("a write within the status interval answered %v, want errHeldBack", err)
 	}
 	if got := k.getMirror(t, name); got.ResourceVersion != second.ResourceVersion {
 		t.Errorf("a write within the status interval went through: %+v", got.Status.Keep)

@@ -174,7 +174,10 @@ func (k *Keeper) reportStatus(ctx context.Context) {
 
 	for _, w := range writes {
 		if err := k.deps.Report.Status(ctx, w.spec, w.st, w.cond); err != nil {
-			log.FromContext(ctx).Error(err, "writing status.keep", "mirror", w.name)
+			// Not recorded as reported: the next status pass writes it.
+			if !errors.Is(err, errHeldBack) {
+				log.FromContext(ctx).Error(err, "writing status.keep", "mirror", w.name)
+			}
 			continue
 		}
 		k.mu.Lock()
