@@ -146,7 +146,7 @@ func setup(ctx context.Context, n *testnode.Node) (*world, error) {
 	}
 	providerValues["caBundle"] = map[string]any{"pem": string(privateCA.PEM)}
 	providerValues["syncer"] = recreateStuckPodsValues() // missed_test.go
-	if w.kuik, err = kuiknode.Install(ctx, n, kuiknode.Options{Registry: images.Host, Values: providerValues}); err != nil {
+	if w.kuik, err = kuiknode.Install(ctx, n, kuiknode.Options{Registry: images.Host, Values: providerValues, Keeper: true}); err != nil {
 		return nil, err
 	}
 	for _, tm := range w.kuik.Timings {

@@ -69,7 +69,7 @@ func serve(ctx context.Context, n *testnode.Node, dir string) error {
 	}
 
 	step("building kuik's images for linux/%s and helm install charts/kuik with them (registry %s)", runtime.GOARCH, images)
-	k, err := kuiknode.Install(ctx, n, kuiknode.Options{Registry: images})
+	k, err := kuiknode.Install(ctx, n, kuiknode.Options{Registry: images, Keeper: true})
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func serve(ctx context.Context, n *testnode.Node, dir string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("    %s: 2/2 Ready behind Service %s; %s: Ready, leader %s\n", k.Webhook, k.WebhookService, k.Syncer, holder)
+	fmt.Printf("    %s: 2/2 Ready behind Service %s; %s: Ready, leader %s; %s: Ready\n", k.Webhook, k.WebhookService, k.Syncer, holder, k.Keeper)
 
 	step("pushing demo/hello:v1 to the private registry %s (basic auth)", private)
 	img, err := n.GuestImage("demo/hello:v1")
@@ -178,6 +178,11 @@ func serve(ctx context.Context, n *testnode.Node, dir string) error {
 	}
 	fmt.Printf("    %s/hello: %s — %s\n", outsideNamespace, stuck.Status.ContainerStatuses[0].State.Waiting.Reason, stuck.Status.ContainerStatuses[0].State.Waiting.Message)
 
+	kept, err := keepStory(ctx, n, cs, c, k.Namespace, private)
+	if err != nil {
+		return err
+	}
+
 	kubectl, err := writeKubectl(dir, n.Kubeconfig)
 	if err != nil {
 		return err
@@ -190,14 +195,17 @@ kuik runs on a real node (kubelet, containerd): %.0fs from the node's start to h
   %[2]s -n %[3]s get secret %[4]s -o jsonpath='{.data.\.dockerconfigjson}' | base64 -d
   %[2]s -n %[5]s describe pod hello              # ImagePullBackOff: the upstream is down, no kuik here
   %[2]s get imagealternatives -o yaml
+  %[2]s get imagemirror demo-keep -o yaml        # status.keep: what the keeper holds
+  %[2]s -n %[10]s get pods -o wide               # hello-kept runs %[11]s
   %[2]s -n %[6]s logs deploy/%[7]s
   %[2]s -n %[6]s logs deploy/%[8]s
+  %[2]s -n %[6]s logs deploy/%[12]s
   %[2]s get --raw /api/v1/namespaces/%[6]s/services/%[7]s-metrics:metrics/proxy/metrics | grep ^kuik_
   %[2]s get --raw /api/v1/namespaces/%[6]s/services/%[8]s-metrics:metrics/proxy/metrics | grep ^kuik_
 
 (%[2]s runs kubectl in the node's network namespace.) The node's logs: %[9]s
 Stop everything with: make demo-down
-`, time.Since(t0).Seconds(), kubectl, demoNamespace, secretName, outsideNamespace, k.Namespace, k.Webhook, k.Syncer, filepath.Join(n.HostDir(), "logs"))
+`, time.Since(t0).Seconds(), kubectl, demoNamespace, secretName, outsideNamespace, k.Namespace, k.Webhook, k.Syncer, filepath.Join(n.HostDir(), "logs"), keepNamespace, kept, k.Keeper)
 	fmt.Println(readyLine)
 	<-ctx.Done()
 	fmt.Println("demo: stopping")

@@ -83,28 +83,28 @@ func (c creds) Source(_ context.Context, auth *v1alpha1.Auth, _ string) (authn.A
 	return authn.Anonymous, nil
 }
 
-// reporter records outcomes and statuses.
-type reporter struct {
+// recordingReporter records outcomes and statuses.
+type recordingReporter struct {
 	mu       sync.Mutex
 	outcomes []Outcome
 	status   map[string]v1alpha1.KeepStatus
 	cond     map[string]metav1.Condition
 }
 
-func (r *reporter) Outcome(_ context.Context, _ *v1alpha1.ImageMirror, o Outcome) {
+func (r *recordingReporter) Outcome(_ context.Context, _ *v1alpha1.ImageMirror, o Outcome) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.outcomes = append(r.outcomes, o)
 }
 
-func (r *reporter) Status(_ context.Context, m *v1alpha1.ImageMirror, st v1alpha1.KeepStatus, c metav1.Condition) error {
+func (r *recordingReporter) Status(_ context.Context, m *v1alpha1.ImageMirror, st v1alpha1.KeepStatus, c metav1.Condition) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.status[m.Name], r.cond[m.Name] = st, c
 	return nil
 }
 
-func (r *reporter) last(mirror string) (v1alpha1.KeepStatus, metav1.Condition) {
+func (r *recordingReporter) last(mirror string) (v1alpha1.KeepStatus, metav1.Condition) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.status[mirror], r.cond[mirror]
@@ -139,7 +139,7 @@ type fixture struct {
 	// fronts maps a fake source host to its front.
 	fronts    map[string]*testutil.Front
 	store     *memStore
-	report    *reporter
+	report    *recordingReporter
 	transport *http.Transport
 	k         *Keeper
 
@@ -156,7 +156,7 @@ func (f *fixture) dest() string { return f.dstFront.Host + "/kuik/" }
 
 func newFixture(t *testing.T, opts Options, clk *clock) *fixture {
 	t.Helper()
-	f := &fixture{t: t, store: &memStore{}, report: &reporter{status: map[string]v1alpha1.KeepStatus{}, cond: map[string]metav1.Condition{}}, retention: time.Hour}
+	f := &fixture{t: t, store: &memStore{}, report: &recordingReporter{status: map[string]v1alpha1.KeepStatus{}, cond: map[string]metav1.Condition{}}, retention: time.Hour}
 	f.src = testutil.NewRegistry(t, "", "")
 	f.srcFront = testutil.NewFront(t, f.src)
 	f.dst = testutil.NewRegistry(t, "pusher", "secret")

@@ -3,17 +3,197 @@ package keeper
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"time"
 
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/enix/kuik/internal/keep/transfer"
+	"github.com/enix/kuik/internal/keeper/inventory"
+	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
+// Scheme knows the built-in types and the routing resources.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("building scheme: %w", err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("building scheme: %w", err)
+	}
+	return s, nil
+}
+
 // Run runs the keeper until ctx ends.
-//
-// Not wired yet: the manager, its caches and the scheduler arrive with issue 21's keeper.
 func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
-	_, _ = ctx, cfg
-	return errors.New("the keeper is not wired yet")
+	mgr, err := NewManager(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("running the keeper: %w", err)
+	}
+	return nil
 }
+
+// NewManager builds a manager running the keeper: narrow caches (CacheOptions), the scheduler
+// (only on the leader), informer handlers that trigger its plan passes, a core/v1 event
+// recorder, health probes and metrics. Client-side rate limiting is off: API Priority and
+// Fairness governs.
+func NewManager(ctx context.Context, restConfig *rest.Config, opts Options) (manager.Manager, error) {
+	mgr, _, err := newManager(ctx, restConfig, opts)
+	return mgr, err
+}
+
+func newManager(ctx context.Context, restConfig *rest.Config, opts Options) (manager.Manager, *Keeper, error) {
+	if opts.Namespace == "" {
+		return nil, nil, errors.New("the release namespace is required")
+	}
+	cfg := rest.CopyConfig(restConfig)
+	cfg.QPS, cfg.Burst = -1, 0
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = FieldManager
+	}
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, nil, err
+	}
+	id := opts.LeaderElectionID
+	if id == "" {
+		id = DefaultLeaderElectionID
+	}
+	logger := logr.FromContextOrDiscard(ctx)
+	failures := &listFailures{now: time.Now}
+	cacheOpts := CacheOptions(opts.Namespace)
+	cacheOpts.DefaultWatchErrorHandler = failures.handler
+	mopts := manager.Options{
+		Scheme: scheme,
+		Logger: logger,
+		// The manager hands its runnables a context of its own: without this, one with no
+		// logger, and the scheduler's logs would go nowhere.
+		BaseContext:                   func() context.Context { return logr.NewContext(context.Background(), logger) },
+		Cache:                         cacheOpts,
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
+		LeaderElection:                opts.LeaderElection,
+		LeaderElectionID:              id,
+		LeaderElectionNamespace:       opts.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+	}
+	if opts.MetricsBindAddress == "" {
+		mopts.Metrics.BindAddress = "0"
+	}
+	if opts.HealthProbeBindAddress == "0" {
+		mopts.HealthProbeBindAddress = ""
+	}
+	if opts.LeaseDuration > 0 {
+		mopts.LeaseDuration = &opts.LeaseDuration
+	}
+	if opts.RenewDeadline > 0 {
+		mopts.RenewDeadline = &opts.RenewDeadline
+	}
+	if opts.RetryPeriod > 0 {
+		mopts.RetryPeriod = &opts.RetryPeriod
+	}
+	mgr, err := manager.New(cfg, mopts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("building manager: %w", err)
+	}
+	cs, err := kubernetes.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
+	if err != nil {
+		return nil, nil, fmt.Errorf("building clientset: %w", err)
+	}
+	// core/v1 events, as the syncer's: the events.k8s.io recorder folds events of one reason
+	// into a series whatever their note, and each image's note matters.
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&corev1client.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	if err := mgr.Add(shutdownOnStop{broadcaster.Shutdown}); err != nil {
+		return nil, nil, fmt.Errorf("adding event broadcaster: %w", err)
+	}
+	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: FieldManager})
+
+	// The inventory is read and written straight from the API server, never a cache: its
+	// resourceVersion is what stops a deposed leader's write.
+	direct, err := client.New(cfg, client.Options{Scheme: scheme, HTTPClient: mgr.GetHTTPClient(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("building the inventory's client: %w", err)
+	}
+	g := &gatherer{cache: mgr.GetCache(), failures: failures, clusterID: opts.ClusterID}
+	k := NewKeeper(opts, Deps{
+		Gather:    g.Gather,
+		Store:     inventory.NewStore(direct, opts.Namespace),
+		Creds:     &secretCredentials{reader: mgr.GetCache(), namespace: opts.Namespace},
+		Report:    newReporter(mgr.GetClient(), recorder, opts.StatusInterval, nil),
+		DeleteTag: transfer.DeleteTag,
+	})
+	if err := addTriggers(ctx, mgr.GetCache(), k.Trigger); err != nil {
+		return nil, nil, err
+	}
+	if err := mgr.Add(k); err != nil {
+		return nil, nil, fmt.Errorf("adding the keeper: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, nil, fmt.Errorf("adding health check: %w", err)
+	}
+	informersSynced := func(req *http.Request) error {
+		wctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(wctx) {
+			return errors.New("informers not synced")
+		}
+		return nil
+	}
+	if err := mgr.AddReadyzCheck("informers", informersSynced); err != nil {
+		return nil, nil, fmt.Errorf("adding readiness check: %w", err)
+	}
+	return mgr, k, nil
+}
+
+// addTriggers starts every informer of the keeper and has each of its events ask for a plan
+// pass (the scheduler runs at most one per PlanInterval however many are asked).
+func addTriggers(ctx context.Context, c cache.Cache, trigger func()) error {
+	h := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { trigger() },
+		UpdateFunc: func(_, _ any) { trigger() },
+		DeleteFunc: func(any) { trigger() },
+	}
+	for _, obj := range watchedObjects() {
+		inf, err := c.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("informer for %T: %w", obj, err)
+		}
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return fmt.Errorf("event handler for %T: %w", obj, err)
+		}
+	}
+	return nil
+}
+
+// shutdownOnStop calls a function when the manager stops, leader or not.
+type shutdownOnStop struct{ fn func() }
+
+func (s shutdownOnStop) Start(ctx context.Context) error {
+	<-ctx.Done()
+	s.fn()
+	return nil
+}
+
+func (shutdownOnStop) NeedLeaderElection() bool { return false }
