@@ -50,6 +50,7 @@ var (
 	flagPlanInterval  = flag.Duration("plan-interval", 2*time.Second, "the keeper's --plan-interval")
 	flagSelfHeal      = flag.Duration("self-heal-interval", 20*time.Second, "the keeper's --self-heal-interval: the resync window spans one")
 	flagSettle        = flag.Duration("settle", 10*time.Second, "wait before reading the keeper's memory")
+	flagVerbosity     = flag.Int("v", 0, "the keeper's log verbosity (its log is printed on a failure)")
 	flagBin           = flag.String("bin", "", "a keeper binary to run instead of building ./cmd/keeper")
 )
 
@@ -119,8 +120,7 @@ func run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\n== 1. Idle (no pod, no ImageMirror)\nRSS %s (peak %s), Go heap in use %s\n",
-		benchutil.MiB(idle.rss), benchutil.MiB(idle.hwm), benchutil.MiB(idle.heap))
+	fmt.Printf("\n== 1. Idle (no pod, no ImageMirror)\n%s\n", idle)
 
 	// 2. Convergence.
 	t0 := time.Now()
@@ -150,10 +150,9 @@ func run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("RSS %s (peak %s), Go heap in use %s (goal RSS < 150 MiB)\n",
-		benchutil.MiB(full.rss), benchutil.MiB(full.hwm), benchutil.MiB(full.heap))
-	fmt.Printf("above idle: RSS +%s (%.2f× idle), peak +%s, heap +%s\n",
-		benchutil.MiB(full.rss-idle.rss), benchutil.Ratio(full.rss, idle.rss), benchutil.MiB(full.hwm-idle.rss), benchutil.MiB(full.heap-idle.heap))
+	fmt.Printf("%s (goal RSS < 150 MiB)\n", full)
+	fmt.Printf("above idle: RSS +%s (%.2f× idle), peak +%s\n",
+		benchutil.MiB(full.rss-idle.rss), benchutil.Ratio(full.rss, idle.rss), benchutil.MiB(full.hwm-idle.rss))
 	if full.rss >= 150<<20 {
 		fmt.Println("FINDING: RSS over the 150 MiB goal")
 	}

@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -34,7 +37,7 @@ func startKeeper(ctx context.Context, bin, kubeconfig, dir, proxy string) (*keep
 		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(k.healthProbe),
 		"--workers="+strconv.Itoa(*flagWorkers),
 		"--plan-interval="+flagPlanInterval.String(), "--self-heal-interval="+flagSelfHeal.String(),
-		"--status-interval=1s", "--pacer-rate=10000", "--pacer-burst=10000")
+		"--status-interval=1s", "-v="+strconv.Itoa(*flagVerbosity), "--pacer-rate=10000", "--pacer-burst=10000")
 	k.cmd.Env = append(os.Environ(), "HTTP_PROXY="+proxy, "http_proxy="+proxy, "NO_PROXY=", "no_proxy=")
 	if k.log, err = os.CreateTemp(dir, "keeper-*.log"); err != nil {
 		return nil, err
@@ -52,10 +55,20 @@ func (k *keeperProc) stop() {
 	_ = k.log.Close()
 }
 
-// tail is the end of the keeper's log.
+// tail is the keeper's own metrics and the end of its log, for a failure.
 func (k *keeperProc) tail() string {
 	_ = k.log.Sync()
-	return benchutil.Tail(k.log.Name())
+	var b strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if m, err := k.scrape(ctx); err == nil {
+		for _, series := range slices.Sorted(maps.Keys(m)) {
+			if strings.HasPrefix(series, "kuik_keeper_") {
+				fmt.Fprintf(&b, "%s %g\n", series, m[series])
+			}
+		}
+	}
+	return b.String() + benchutil.Tail(k.log.Name())
 }
 
 // ready waits for /readyz.
@@ -74,8 +87,17 @@ func (k *keeperProc) scrape(ctx context.Context) (benchutil.Metrics, error) {
 	return benchutil.Scrape(ctx, fmt.Sprintf("http://127.0.0.1:%d/metrics", k.metrics))
 }
 
-// mem is a reading of the keeper's memory.
+// mem is a reading of the keeper's memory; heap is -1 when its /metrics has no Go collector.
 type mem struct{ rss, hwm, heap int64 }
+
+// String is the reading, for printing.
+func (m mem) String() string {
+	heap := "no go_memstats on its /metrics"
+	if m.heap >= 0 {
+		heap = benchutil.MiB(m.heap)
+	}
+	return fmt.Sprintf("RSS %s (peak %s), Go heap in use %s", benchutil.MiB(m.rss), benchutil.MiB(m.hwm), heap)
+}
 
 func (k *keeperProc) memory(ctx context.Context) (mem, error) {
 	rss, hwm, err := benchutil.ProcMemory(k.cmd.Process.Pid)
@@ -86,7 +108,11 @@ func (k *keeperProc) memory(ctx context.Context) (mem, error) {
 	if err != nil {
 		return mem{}, err
 	}
-	return mem{rss: rss, hwm: hwm, heap: int64(m["go_memstats_heap_inuse_bytes"])}, nil
+	heap, ok := m["go_memstats_heap_inuse_bytes"]
+	if !ok {
+		heap = -1
+	}
+	return mem{rss: rss, hwm: hwm, heap: int64(heap)}, nil
 }
 
 // still waits until the copies and the queue stand still for two readings a second apart.

@@ -179,8 +179,8 @@ func (w *world) waitPresent(ctx context.Context, k *keeperProc, limit time.Durat
 }
 
 // resync measures the registry requests of an unchanged resync: from the end of one
-// self-heal pass to the end of the next, with a pod update (no image changed) asking for a
-// plan pass at the start.
+// self-heal pass to the end of the next at least three plan intervals later, with a pod update
+// (no image changed) asking for a plan pass at the start.
 func (w *world) resync(ctx context.Context, k *keeperProc) error {
 	kept := float64(*flagImages)
 	limit := 3**flagSelfHeal + timeout()
@@ -200,6 +200,8 @@ func (w *world) resync(ctx context.Context, k *keeperProc) error {
 	if _, err := w.create.CoreV1().Pods(ns).Patch(ctx, "p-00000", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("touching a pod: %w", err)
 	}
+	// Several plan passes, then the end of the next self-heal pass.
+	time.Sleep(3 * *flagPlanInterval)
 	c1, err := k.selfHealEnd(ctx, c0+kept, limit)
 	if err != nil {
 		return err
