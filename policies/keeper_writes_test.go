@@ -434,6 +434,22 @@ func TestKeeperWritesMatrix(t *testing.T) {
 			}
 			return err
 		}},
+		"keeper applies keep and KeepReady to a mirror with no status": {write: func(ctx context.Context, t *testing.T) error {
+			im, err := adminDynamic(t).Resource(imResource).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": v1alpha1.GroupVersion.String(), "kind": "ImageMirror",
+				"metadata": map[string]any{"generateName": "policy-keep-"},
+				"spec":     map[string]any{"destination": map[string]any{"path": "mirror.example.com/kept"}, "keep": map[string]any{}},
+			}}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ac := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": v1alpha1.GroupVersion.String(), "kind": "ImageMirror", "metadata": map[string]any{"name": im.GetName()},
+				"status": map[string]any{"keep": map[string]any{"desired": int64(1)}, "conditions": []any{keepReadyFalse}},
+			}}
+			_, err = keeperDynamic(t).Resource(imResource).ApplyStatus(ctx, im.GetName(), ac, metav1.ApplyOptions{FieldManager: "kuik-keeper", Force: true})
+			return err
+		}},
 		"keeper changes status.entries":            {write: statusEdit(func(st map[string]any) { st["entries"] = int64(9) }), policy: keeperStatusPolicy, want: msgKStatus},
 		"keeper removes status.observedGeneration": {write: statusEdit(func(st map[string]any) { delete(st, "observedGeneration") }), policy: keeperStatusPolicy, want: msgKStatus},
 		"keeper adds status.fallbacks":             {write: statusEdit(func(st map[string]any) { st["fallbacks"] = int64(1) }), policy: keeperStatusPolicy, want: msgKStatus},
