@@ -119,7 +119,6 @@ func TestKeptImageRunsAfterItsUpstreamIsGone(t *testing.T) {
 	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		var got v1alpha1.ImageMirror
 		if err := w.c.Get(ctx, client.ObjectKeyFromObject(im), &got); err != nil {
-			status = err.Error()
 			return false, nil
 		}
 		b, _ := json.Marshal(got.Status)

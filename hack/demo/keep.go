@@ -42,7 +42,7 @@ func keepStory(ctx context.Context, n *testnode.Node, cs kubernetes.Interface, c
 	}
 	srv := &http.Server{Handler: registryHandler("", ""), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
-	defer srv.Close()
+	defer func() { _ = srv.Close() }()
 	if err := n.TrustPlainHTTP(testnode.NodeIP); err != nil {
 		return "", err
 	}
