@@ -325,7 +325,11 @@ func (d *desired) add(u *use, nsLabels labels.Set, counts func(*Mirror) bool) {
 			}
 		}
 		if mine == nil {
-			d.skip(Skip{Mirror: m.Name, Image: origin, Reason: notCovered(m, origin, d.ix.ClusterID()), Why: u.why})
+			reason := ReasonNotCovered
+			if m.Selects == nil || m.Selects(u.podLabels, nsLabels) {
+				reason = notCovered(m, origin, d.ix.ClusterID())
+			}
+			d.skip(Skip{Mirror: m.Name, Image: origin, Reason: reason, Why: u.why})
 			continue
 		}
 		if original != nil && original.Auth != nil && !m.AllowPrivateSources {

@@ -19,6 +19,8 @@ func TestDesired(t *testing.T) {
 	noTemplates := keepMirror
 	noTemplates.CountTemplates = false
 	allowPrivate := keepMirror
+	selectsNothing := keepMirror
+	selectsNothing.Selects = func(labels.Set, labels.Set) bool { return false }
 	allowPrivate.AllowPrivateSources = true
 	teamPod := pod("web", "nginx:1", "busybox:1")
 	teamPod.Labels = labels.Set{"team": "a"}
@@ -68,6 +70,11 @@ func TestDesired(t *testing.T) {
 			mirrors: []keep.Mirror{keepMirror},
 			snap:    snapshot(pod("web", "registry.local:5000/app:1")),
 			skipped: []keep.Skip{{Mirror: "keep", Image: "registry.local:5000/app:1", Reason: keep.ReasonUnnameable, Why: "Pod default/web container c0"}},
+		},
+		"an image on a host with a port, in a pod the mirror does not select, is not called unnameable": {
+			mirrors: []keep.Mirror{selectsNothing},
+			snap:    snapshot(pod("web", "registry.local:5000/app:1")),
+			skipped: []keep.Skip{{Mirror: "keep", Image: "registry.local:5000/app:1", Reason: keep.ReasonNotCovered, Why: "Pod default/web container c0"}},
 		},
 		"an image the mirror does not select or excludes is reported, not kept": {
 			mirrors: []keep.Mirror{team},

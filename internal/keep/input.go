@@ -24,6 +24,10 @@ type Mirror struct {
 	CountTemplates bool
 	// AllowPrivateSources: an image whose source needs a credential is kept (privateSources Allow).
 	AllowPrivateSources bool
+	// Selects reports whether the mirror's selectors select a pod; nil selects every pod. It
+	// only keeps the report of an image the mirror cannot name to the pods it selects: the
+	// decision is the routing core's.
+	Selects func(podLabels, namespaceLabels labels.Set) bool
 }
 
 func (m *Mirror) retention() time.Duration {

@@ -266,11 +266,25 @@ func keepMirrors(items []v1alpha1.ImageMirror) ([]keep.Mirror, map[string]*v1alp
 			Retention:           k.RetentionOrDefault().Duration,
 			CountTemplates:      k.CountsTemplates(),
 			AllowPrivateSources: k.AllowsPrivateSources(),
+			Selects:             selects(m),
 		})
 		specs[m.Name] = m
 	}
 	slices.SortFunc(out, func(a, b keep.Mirror) int { return strings.Compare(a.Name, b.Name) })
 	return out, specs
+}
+
+// selects is whether m's selectors select a pod; a selector that does not compile (the
+// routing index leaves that mirror out) selects nothing.
+func selects(m *v1alpha1.ImageMirror) func(podLabels, namespaceLabels labels.Set) bool {
+	pod, errPod := routing.CompileSelector(m.Spec.PodSelector)
+	ns, errNs := routing.CompileSelector(m.Spec.NamespaceSelector)
+	if errPod != nil || errNs != nil {
+		return func(labels.Set, labels.Set) bool { return false }
+	}
+	return func(podLabels, namespaceLabels labels.Set) bool {
+		return (pod == nil || pod.Matches(podLabels)) && (ns == nil || ns.Matches(namespaceLabels))
+	}
 }
 
 // hosts are the registry hosts the routing resources declare (every alternative entry's
