@@ -224,7 +224,12 @@ func TestGatherReadsLivePodsNamespacesTemplatesAndKeepMirrors(t *testing.T) {
 		t.Errorf("namespace labels (-want +got):\n%s", d)
 	}
 	i := slices.IndexFunc(in.Mirrors, func(m keep.Mirror) bool { return m.Name == wantMirror.Name })
-	if d := cmp.Diff(wantMirror, in.Mirrors[i]); d != "" {
+	got := in.Mirrors[i]
+	if got.Selects == nil || !got.Selects(nil, nil) {
+		t.Errorf("the mirror's Selects does not select a pod its empty selectors select")
+	}
+	got.Selects = nil
+	if d := cmp.Diff(wantMirror, got); d != "" {
 		t.Errorf("mirror (-want +got):\n%s", d)
 	}
 	if slices.ContainsFunc(in.Mirrors, func(m keep.Mirror) bool { return m.Name == routeOnly.Name }) || in.Specs[routeOnly.Name] != nil {
