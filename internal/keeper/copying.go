@@ -2,7 +2,6 @@ package keeper
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -384,21 +383,15 @@ func nameOptions(insecure bool) []name.Option {
 }
 
 // remoteTransport is rt (default remote.DefaultTransport), without TLS verification when
-// insecure, as transfer does.
+// insecure: transfer.InsecureTransport, the clone every copy shares.
 func remoteTransport(rt http.RoundTripper, insecure bool) http.RoundTripper {
 	if rt == nil {
 		rt = remote.DefaultTransport
 	}
-	t, ok := rt.(*http.Transport)
-	if !insecure || !ok {
+	if !insecure {
 		return rt
 	}
-	t = t.Clone()
-	if t.TLSClientConfig == nil {
-		t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	t.TLSClientConfig.InsecureSkipVerify = true
-	return t
+	return transfer.InsecureTransport(rt)
 }
 
 // truncate cuts s to n bytes.

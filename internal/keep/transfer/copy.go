@@ -181,16 +181,33 @@ func reparse(ref name.Reference, insecure bool) (name.Reference, error) {
 
 // baseTransport is rt, with TLS verification off when insecure and rt is an *http.Transport.
 func baseTransport(rt http.RoundTripper, insecure bool) http.RoundTripper {
-	t, ok := rt.(*http.Transport)
-	if !insecure || !ok {
+	if !insecure {
 		return rt
 	}
-	t = t.Clone()
-	if t.TLSClientConfig == nil {
-		t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	return InsecureTransport(rt)
+}
+
+// insecureClones holds one insecure clone per base *http.Transport: a clone per copy would
+// keep its own idle connections, thousands of them on a busy keeper.
+var insecureClones sync.Map // *http.Transport → *http.Transport
+
+// InsecureTransport is rt with TLS verification off, when rt is an *http.Transport (else rt):
+// one clone per rt, shared by every caller, so its connections are reused.
+func InsecureTransport(rt http.RoundTripper) http.RoundTripper {
+	t, ok := rt.(*http.Transport)
+	if !ok {
+		return rt
 	}
-	t.TLSClientConfig.InsecureSkipVerify = true
-	return t
+	if c, ok := insecureClones.Load(t); ok {
+		return c.(*http.Transport)
+	}
+	c := t.Clone()
+	if c.TLSClientConfig == nil {
+		c.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	c.TLSClientConfig.InsecureSkipVerify = true
+	got, _ := insecureClones.LoadOrStore(t, c)
+	return got.(*http.Transport)
 }
 
 // retryCodes are go-containerregistry's retried statuses without 429: a 429 freezes the host.

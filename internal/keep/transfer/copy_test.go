@@ -610,3 +610,19 @@ func TestStalledSourceIsAbandoned(t *testing.T) {
 		t.Fatalf("abandoned after %s", took)
 	}
 }
+
+// One insecure clone serves every copy of a base transport: a clone per copy keeps its own idle
+// connections, and a keeper copying thousands of images held thousands of sockets.
+func TestInsecureTransportIsOneCloneShared(t *testing.T) {
+	base := &http.Transport{}
+	a, b := InsecureTransport(base), InsecureTransport(base)
+	if a != b {
+		t.Fatal("two calls gave two clones")
+	}
+	if a == http.RoundTripper(base) || !a.(*http.Transport).TLSClientConfig.InsecureSkipVerify {
+		t.Fatal("the clone does not skip TLS verification, or is the base itself")
+	}
+	if base.TLSClientConfig != nil && base.TLSClientConfig.InsecureSkipVerify {
+		t.Fatal("the base transport skips TLS verification too")
+	}
+}
