@@ -60,6 +60,8 @@ type Keeper struct {
 	mirrors map[string]*mirrorState
 	// pending are tags waiting for one Save (coalesced by ensureInventoried).
 	pending []keep.Tag
+	// healers are the self-heal's pullers, one per mirror; the self-heal loop's own.
+	healers healers
 	// lastWall and lastMono are the clocks at the last sweep, to doubt a jump.
 	lastWall, lastMono time.Time
 }

@@ -486,6 +486,39 @@ func TestSelfHealRestoresADeletedTagWithoutTheSource(t *testing.T) {
 	}
 }
 
+func TestSelfHealSendsOnlyHeadsOnceEachRepositoryIsKnown(t *testing.T) {
+	f := newFixture(t, Options{SelfHealInterval: 50 * time.Millisecond}, nil)
+	f.src.Push(t, "app:1")
+	f.src.Push(t, "web:2")
+	f.setPods(livePod("a", "src.test/app:1"), livePod("b", "src.test/web:2"))
+	f.start()
+	f.waitKept("src.test/app:1", srcDigest(t, f.src, "app:1"))
+	f.waitKept("src.test/web:2", srcDigest(t, f.src, "web:2"))
+	// Let one self-heal pass make its pullers, then count from a clean log.
+	testutil.Eventually(t, 10*time.Second, "a first self-heal pass", func(context.Context) error {
+		if n := f.dstFront.Count(http.MethodHead, testutil.KindManifest); n < 4 {
+			return fmt.Errorf("%d HEADs", n)
+		}
+		return nil
+	})
+	f.srcFront.Reset()
+	f.dstFront.Reset()
+	testutil.Eventually(t, 10*time.Second, "five more self-heal passes", func(context.Context) error {
+		if n := f.dstFront.Count(http.MethodHead, testutil.KindManifest); n < 10 {
+			return fmt.Errorf("%d HEADs", n)
+		}
+		return nil
+	})
+	for _, r := range f.dstFront.Requests() {
+		if r.Method != http.MethodHead || r.Kind != testutil.KindManifest {
+			t.Errorf("self-heal sent %s %s (%s), want HEADs of manifests only", r.Method, r.Path, r.Kind)
+		}
+	}
+	if reqs := f.srcFront.Requests(); len(reqs) != 0 {
+		t.Errorf("self-heal sent %d requests to the source", len(reqs))
+	}
+}
+
 func TestSweepDeletesAnUnusedTagAfterRetentionAndNeverAnInUseOne(t *testing.T) {
 	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	f := newFixture(t, Options{SweepInterval: 30 * time.Millisecond, SelfHealInterval: 20 * time.Millisecond}, clk)
@@ -656,5 +689,30 @@ func TestAStatusWriteHeldBackIsWrittenLater(t *testing.T) {
 	f.report.mu.Unlock()
 	if !held {
 		t.Fatal("no write was held back: the test tested nothing")
+	}
+}
+
+func TestHealersMakeANewPullerWhenThePushCredentialChanges(t *testing.T) {
+	var h healers
+	pk := pullerKey{mirror: "m"}
+	cred := func(pw string) func(context.Context) (authn.Authenticator, error) {
+		return func(context.Context) (authn.Authenticator, error) {
+			return authn.FromConfig(authn.AuthConfig{Username: "pusher", Password: pw}), nil
+		}
+	}
+	a, err := h.puller(t.Context(), pk, cred("one"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := h.puller(t.Context(), pk, cred("one"), nil); b != a {
+		t.Error("the same credential made a new puller")
+	}
+	c, _ := h.puller(t.Context(), pk, cred("two"), nil)
+	if c == a {
+		t.Error("a rotated credential kept the old puller")
+	}
+	h.keep(map[pullerKey]*remote.Puller{})
+	if len(h.m) != 0 {
+		t.Errorf("a mirror with no kept tag keeps %d pullers", len(h.m))
 	}
 }

@@ -2,6 +2,8 @@ package keeper
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -46,31 +48,94 @@ func (k *Keeper) selfHeal(ctx context.Context) {
 	}
 	k.mu.Unlock()
 
-	creds := map[string]authn.Authenticator{}
+	pullers := map[pullerKey]*remote.Puller{}
+	failed := map[string]bool{}
 	for _, c := range checks {
-		if _, ok := creds[c.key.mirror]; ok {
+		pk := pullerKey{mirror: c.key.mirror, insecure: c.insecure}
+		if _, ok := pullers[pk]; ok || failed[pk.mirror] {
 			continue
 		}
-		auth, err := k.deps.Creds.Push(ctx, c.spec)
+		p, err := k.healers.puller(ctx, pk, func(ctx context.Context) (authn.Authenticator, error) { return k.deps.Creds.Push(ctx, c.spec) }, k.transport)
 		if err != nil {
 			log.FromContext(ctx).Error(err, "self-heal: the push credential", "mirror", c.key.mirror)
-			auth = nil
+			failed[pk.mirror] = true
+			continue
 		}
-		creds[c.key.mirror] = auth
+		pullers[pk] = p
 	}
+	k.healers.keep(pullers)
 	var g errgroup.Group
 	g.SetLimit(selfHealJobs)
 	for _, c := range checks {
-		auth := creds[c.key.mirror]
-		if auth == nil {
+		p := pullers[pullerKey{mirror: c.key.mirror, insecure: c.insecure}]
+		if p == nil {
 			continue
 		}
 		g.Go(func() error {
-			k.heal(ctx, c, k.head(ctx, c, auth))
+			k.heal(ctx, c, k.head(ctx, c, p))
 			return nil
 		})
 	}
 	_ = g.Wait()
+}
+
+// pullerKey names the puller of one mirror's destinations.
+type pullerKey struct {
+	mirror   string
+	insecure bool
+}
+
+// healers keeps one remote.Puller per mirror from one self-heal pass to the next, so that
+// each destination repository is pinged and given a token once, not at every HEAD: an
+// unchanged resync then costs exactly one HEAD per kept tag. A puller is replaced when the
+// mirror's push credential changes, and dropped with its mirror. Only the self-heal loop
+// uses it.
+type healers struct {
+	m map[pullerKey]*healer
+}
+
+type healer struct {
+	// fingerprint is a digest of the credential the puller was made with.
+	fingerprint [sha256.Size]byte
+	p           *remote.Puller
+}
+
+// puller returns pk's puller, a new one if the credential changed.
+func (h *healers) puller(ctx context.Context, pk pullerKey, creds func(context.Context) (authn.Authenticator, error), rt http.RoundTripper) (*remote.Puller, error) {
+	auth, err := creds(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := authn.Authorization(ctx, auth)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	fp := sha256.Sum256(raw)
+	if e := h.m[pk]; e != nil && e.fingerprint == fp {
+		return e.p, nil
+	}
+	p, err := remote.NewPuller(remote.WithAuth(auth), remote.WithTransport(remoteTransport(rt, pk.insecure)))
+	if err != nil {
+		return nil, err
+	}
+	if h.m == nil {
+		h.m = map[pullerKey]*healer{}
+	}
+	h.m[pk] = &healer{fingerprint: fp, p: p}
+	return p, nil
+}
+
+// keep drops every puller not in used: a mirror gone or without a kept tag.
+func (h *healers) keep(used map[pullerKey]*remote.Puller) {
+	for pk := range h.m {
+		if _, ok := used[pk]; !ok {
+			delete(h.m, pk)
+		}
+	}
 }
 
 // headResult is what a self-heal HEAD found.
@@ -82,15 +147,15 @@ const (
 	headError   headResult = "error"
 )
 
-// head HEADs c's destination with the push credential.
-func (k *Keeper) head(ctx context.Context, c check, auth authn.Authenticator) headResult {
+// head HEADs c's destination with its mirror's puller (the push credential).
+func (k *Keeper) head(ctx context.Context, c check, p *remote.Puller) headResult {
 	ref, err := name.ParseReference(c.key.destination, nameOptions(c.insecure)...)
 	if err != nil {
 		return headError
 	}
 	ctx, cancel := context.WithTimeout(ctx, headTimeout)
 	defer cancel()
-	desc, err := remote.Head(ref, remote.WithContext(ctx), remote.WithAuth(auth), remote.WithTransport(remoteTransport(k.transport, c.insecure)))
+	desc, err := p.Head(ctx, ref)
 	var te *transport.Error
 	switch {
 	case err == nil && desc.Digest.String() == c.digest:

@@ -1,9 +1,11 @@
 package metrics
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // The keeper's metrics. Their registry label is a registry host some routing resource declares,
@@ -81,6 +83,24 @@ func RegisterKeeper(reg prometheus.Registerer) error {
 	for _, c := range KeeperCollectors() {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("registering keeper metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// RegisterRuntime registers the Go runtime and process collectors (go_*, process_*) unless
+// reg has them already: controller-runtime adds them only to a process that links its
+// controller package, which the keeper does not.
+func RegisterRuntime(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return fmt.Errorf("registering runtime metrics: %w", err)
+			}
 		}
 	}
 	return nil

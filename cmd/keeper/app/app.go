@@ -189,6 +189,9 @@ func Run(ctx context.Context, opts Options) error {
 	if err := metrics.RegisterKeeper(ctrlmetrics.Registry); err != nil {
 		return err
 	}
+	if err := metrics.RegisterRuntime(ctrlmetrics.Registry); err != nil {
+		return err
+	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = opts.Kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
