@@ -3,6 +3,7 @@ package transfer
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"math"
 	"slices"
 	"sync"
 
@@ -30,7 +31,9 @@ type Mounts struct {
 	// index finds an entry; entries is a doubly linked list, most recent at head.
 	index      map[mountKey]int32
 	entries    []mountEntry
+	used       int32 // len(entries)
 	head, tail int32
+	nextReg    uint32
 }
 
 // mountKey is one blob on one registry: the first 8 bytes of its sha256.
@@ -52,6 +55,7 @@ func NewMounts(size int) *Mounts {
 	if size <= 0 {
 		size = DefaultMounts
 	}
+	size = min(size, math.MaxInt32)
 	return &Mounts{max: size, regs: map[string]uint32{}, index: map[mountKey]int32{}, head: -1, tail: -1}
 }
 
@@ -83,8 +87,9 @@ func (m *Mounts) Record(repo name.Repository, h v1.Hash) {
 		return
 	}
 	var i int32
-	if len(m.entries) < m.max {
-		i = int32(len(m.entries))
+	if int(m.used) < m.max {
+		i = m.used
+		m.used++
 		if len(m.entries) == cap(m.entries) {
 			// Grow by doubling, never past max.
 			m.entries = slices.Grow(m.entries, min(max(2*len(m.entries), 64), m.max)-len(m.entries))
@@ -116,7 +121,7 @@ func (m *Mounts) Lookup(dst name.Repository, h v1.Hash) (name.Repository, bool) 
 		return name.Repository{}, false
 	}
 	m.touch(i)
-	return dst.Registry.Repo(m.entries[i].repo), true
+	return dst.Repo(m.entries[i].repo), true
 }
 
 // key is h on registry reg; add registers a registry not seen yet.
@@ -135,7 +140,8 @@ func (m *Mounts) key(reg string, h v1.Hash, add bool) (mountKey, bool) {
 		if !add {
 			return k, false
 		}
-		id = uint32(len(m.regs))
+		id = m.nextReg
+		m.nextReg++
 		m.regs[reg] = id
 	}
 	k.reg = id
