@@ -80,6 +80,10 @@
 // (a routing resource's auth, a provider's, or anonymous), never the pod's own
 // imagePullSecrets.
 //
+// A mount from a sibling repository uses the push credential: go-containerregistry adds
+// pull on the sibling to the token's scopes. A mount it refuses (401, 403) is retried as a
+// plain upload.
+//
 // # Not done yet
 //
 //   - The keeper's queue and priorities: Pacer.Wait refuses with a RetryAt, and the caller
