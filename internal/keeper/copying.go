@@ -208,6 +208,7 @@ func (k *Keeper) copyJob(ctx context.Context, j *job) (o Outcome, credErr, saveE
 		StallTimeout:   k.opts.StallTimeout,
 		MaxSize:        k.opts.MaxImageSize,
 		Pacer:          k.pacer,
+		Mounts:         k.mounts,
 		Transport:      k.transport,
 	}
 	res, err := transfer.Copy(ctx, src, dst, opts)

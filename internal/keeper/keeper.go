@@ -28,6 +28,10 @@ type Keeper struct {
 	opts  Options
 	deps  Deps
 	pacer *transfer.Pacer
+	// mounts is every copy's digest → destination repository table, keyed by registry: a
+	// blob already in one mirror repository is mounted into its siblings (a mount that the
+	// push credential cannot read falls back to streaming).
+	mounts *transfer.Mounts
 
 	// Seams for tests: the base transport of every registry request (nil: the default), the
 	// monotonic clock compared with deps.Now, the copy retry backoff, and the least time
@@ -117,6 +121,7 @@ func NewKeeper(opts Options, deps Deps) *Keeper {
 		opts:      opts,
 		deps:      deps,
 		pacer:     transfer.NewPacer(pc),
+		mounts:    transfer.NewMounts(transfer.DefaultMounts),
 		mono:      time.Now,
 		retryBase: defaultRetryBase,
 		retryMax:  defaultRetryMax,

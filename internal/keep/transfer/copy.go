@@ -51,6 +51,11 @@ type Options struct {
 	Transport http.RoundTripper
 	// Jobs is how many blobs move at once (default 4).
 	Jobs int
+	// Mounts, when set, names a sibling repository of the destination registry that holds a
+	// missing blob: the blob is mounted from it, and streamed from the source only when the
+	// registry does not mount. Every blob found present or written is recorded in it. One
+	// table can serve every copy and every destination registry.
+	Mounts *Mounts
 	// Backoff is go-containerregistry's retry of network flakes and 408/5xx (default 3 tries,
 	// 1 s then 3 s). 429 is never retried.
 	Backoff *remote.Backoff
@@ -570,8 +575,9 @@ func (c *copier) copyBlobs(ctx context.Context, blobs map[v1.Hash]v1.Descriptor)
 }
 
 // copyBlob HEADs the blob at the destination, mounts it from the source repository when both
-// are on one registry, else streams it from the source; a blob that moves no byte for
-// StallTimeout is abandoned.
+// are on one registry, else from a sibling repository Options.Mounts knows, else streams it
+// from the source; a blob that moves no byte for StallTimeout is abandoned. A registry that
+// does not mount answers the mount with an upload session, and the blob is streamed into it.
 func (c *copier) copyBlob(ctx context.Context, d v1.Descriptor) error {
 	wd, bctx := newWatchdog(ctx, c.opts.StallTimeout)
 	defer wd.stop()
@@ -580,9 +586,13 @@ func (c *copier) copyBlob(ctx context.Context, d v1.Descriptor) error {
 	var layer v1.Layer = b
 	if c.sameOrigin {
 		layer = &remote.MountableLayer{Layer: b, Reference: srcRef}
+	} else if from, ok := c.opts.Mounts.Lookup(c.dst.Context(), d.Digest); ok {
+		// go-containerregistry adds pull on from to the push token's scopes.
+		layer = &remote.MountableLayer{Layer: b, Reference: from.Digest(d.Digest.String())}
 	}
 	err := stallCause(bctx, c.pusher.Upload(bctx, c.dst.Context(), layer))
 	if err == nil {
+		c.opts.Mounts.Record(c.dst.Context(), d.Digest)
 		return nil
 	}
 	if serr := b.sourceErr(); serr != nil && !errors.Is(err, errStalled) {

@@ -10,6 +10,8 @@
 //   - DeleteTag: one destination tag, by tag, never by digest (a digest delete takes every
 //     tag on it).
 //   - Pacer: a budget of manifest GETs per source host, and the transport that feeds it.
+//   - Mounts: a bounded table of digest → destination repository, per destination
+//     registry, so a blob already in a sibling repository is mounted, not copied again.
 //   - Reason and Error: why a copy failed, in the words of ImageMirror status.keep.
 //
 // # How Copy proceeds
@@ -23,8 +25,11 @@
 //     run again with the digest learnt.
 //  4. GET the top manifest by digest, then the children the destination lacks, by digest:
 //     1 + N manifest GETs for a new N-platform image, each granted by the Pacer first.
-//  5. Blobs, Options.Jobs at a time: HEAD at the destination, a mount when source and
-//     destination share a registry, else a streamed GET → PUT whose digest is verified.
+//  5. Blobs, Options.Jobs at a time: HEAD at the destination, then a mount from the
+//     source repository when source and destination share a registry, else from a sibling
+//     destination repository that Options.Mounts knows holds the blob. A registry that does
+//     not mount opens an upload session instead (202), and only then is the blob a streamed
+//     GET → PUT whose digest is verified. Every blob present or written is recorded in Mounts.
 //     Memory does not grow with layer size: BenchmarkCopyVsCrane reports the peak heap and
 //     RSS above idle of a 200 MiB 4-platform copy, and its time against crane.Copy.
 //  6. Children by digest, deepest first; the tag last; then HEAD the tag == digest.
@@ -75,12 +80,14 @@
 // (a routing resource's auth, a provider's, or anonymous), never the pod's own
 // imagePullSecrets.
 //
+// A mount from a sibling repository uses the push credential: go-containerregistry adds
+// pull on the sibling to the token's scopes. A mount it refuses (401, 403) is retried as a
+// plain upload.
+//
 // # Not done yet
 //
 //   - The keeper's queue and priorities: Pacer.Wait refuses with a RetryAt, and the caller
 //     reschedules.
-//   - A destination mount from a sibling destination repository (a digest → repository
-//     map); today a mount is tried only from the source repository on the same registry.
 //   - Pacing the N children before the top GET: the top manifest is spent even when the
 //     children are then refused by the reserve.
 //   - Resuming a partly uploaded blob (chunked PATCH with a Range): a stalled blob restarts.
