@@ -102,4 +102,5 @@ campaign-smoke: controlplane node ## A short run of every fault, load and scale 
 		-latency-samples 10 -resync 10s -hostile-pods 10 -reannotate 5 -reannotate-names 500 \
 		-peer-cmd 'hack/bench/syncer/peer-kubectl.sh 5' -peer-secret peer-pull -peer-quiet 5s
 	KUIK_ASSETS="$$(hack/controlplane.sh dir)" $(GO) run ./hack/nodefaults -replicas 5 -observe 10s
+	KUIK_ASSETS="$$(hack/controlplane.sh dir)" $(GO) run ./hack/bench/keeper -pods 500 -images 50 -namespaces 5 -self-heal-interval 5s -settle 3s
 	hack/fuzz.sh 10s

@@ -184,8 +184,14 @@ func (w *world) waitPresent(ctx context.Context, k *keeperProc, limit time.Durat
 func (w *world) resync(ctx context.Context, k *keeperProc) error {
 	kept := float64(*flagImages)
 	limit := 3**flagSelfHeal + timeout()
-	// The end of a self-heal pass over every kept tag: the counter grew and stands still.
-	c0, err := k.selfHealEnd(ctx, 1, limit)
+	// The end of a self-heal pass over every kept tag: the counter grew and stands still. The
+	// pass that ended first may have missed the tags kept last, whose repositories the next
+	// pass HEADs for the first time (a ping each): the window starts after a whole pass.
+	c, err := k.selfHealEnd(ctx, 1, limit)
+	if err != nil {
+		return err
+	}
+	c0, err := k.selfHealEnd(ctx, c+kept, limit)
 	if err != nil {
 		return err
 	}
