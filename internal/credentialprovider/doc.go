@@ -56,5 +56,5 @@
 //	exec.go         one plugin run: request, response, PluginError
 //	exec_unix.go    the plugin's process group (exec_other.go: elsewhere)
 //	cache.go        the kubelet's response cache, by cacheKeyType
-//	secretname.go   the name of a provider's kuik-provider-* Secret
+//	secret.go       a provider's kuik-provider-* Secret: its name, its format, Stored
 package credentialprovider

@@ -16,9 +16,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/enix/kuik/internal/credentialprovider"
+	"github.com/enix/kuik/internal/credentials"
 	"github.com/enix/kuik/internal/keep"
 	"github.com/enix/kuik/internal/keep/transfer"
 	"github.com/enix/kuik/internal/metrics"
@@ -156,7 +160,9 @@ type fixture struct {
 	alts      []v1alpha1.ImageAlternative
 	mirror    v1alpha1.ImageMirror
 	retention time.Duration
-	gathers   int
+	// allowPrivate is the mirror's privateSources Allow.
+	allowPrivate bool
+	gathers      int
 }
 
 // dest is the mirror's destination path.
@@ -249,7 +255,7 @@ func (f *fixture) gather(context.Context) (Inputs, error) {
 	}
 	return Inputs{
 		Index:   ix,
-		Mirrors: []keep.Mirror{{Name: f.mirror.Name, Destination: f.mirror.Spec.Destination.Path, Retention: f.retention, CountTemplates: true}},
+		Mirrors: []keep.Mirror{{Name: f.mirror.Name, Destination: f.mirror.Spec.Destination.Path, Retention: f.retention, CountTemplates: true, AllowPrivateSources: f.allowPrivate}},
 		Specs:   map[string]*v1alpha1.ImageMirror{f.mirror.Name: &f.mirror},
 		Snapshot: keep.Snapshot{
 			Pods:       slices.Clone(f.pods),
@@ -429,6 +435,98 @@ func TestPrivateSourceUnderDenyIsNeverPushed(t *testing.T) {
 	}
 	if n := len(f.srcFront.Requests()); n != 0 {
 		t.Fatalf("%d requests to a private source under Deny", n)
+	}
+}
+
+// withProviderSource makes src.test/private a provider entry (provider ecr) whose registry
+// requires the credential the secret-syncer obtained, kept in the kuik-provider-* Secret of a
+// real API server's release namespace; the keeper resolves both credentials from that
+// namespace's Secrets. It returns the digest of src.test/private:1.
+func (f *fixture) withProviderSource(t *testing.T) string {
+	t.Helper()
+	obtained := credentials.AuthEntry{Username: "AWS", Password: "token-1"}
+	f.src = testutil.NewRegistry(t, obtained.Username, obtained.Password)
+	f.srcFront = testutil.NewFront(t, f.src)
+	f.mu.Lock()
+	f.fronts["src.test"] = f.srcFront
+	f.mu.Unlock()
+	f.src.Push(t, "private:1")
+	ref, err := name.ParseReference(f.src.Host + "/private:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := remote.Head(ref, remote.WithAuth(authn.FromConfig(authn.AuthConfig{Username: obtained.Username, Password: obtained.Password})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.alts = []v1alpha1.ImageAlternative{
+		testutil.NewImageAlternative("alt").Repository("src.test/private").Provider("ecr").Repository("src.test/public").Build(),
+	}
+
+	k := newKube(t)
+	release := k.namespace(t, nil)
+	c, _ := k.startCache(t, release)
+	now := time.Now()
+	secrets := []*corev1.Secret{
+		dockerConfigSecret(t, release, "push", map[string]credentials.AuthEntry{f.dest(): {Username: "pusher", Password: "secret"}}),
+		providerSecret(t, release, "ecr", nil, map[string]*credentialprovider.Obtained{
+			"src.test": {Auth: obtained, Provider: "ecr", Image: "src.test/private", CacheKeyType: "Registry", Scope: "src.test", ObtainedAt: now, RenewAt: now.Add(40 * time.Minute), ExpiresAt: now.Add(time.Hour)},
+		}),
+	}
+	for _, s := range secrets {
+		if err := k.cl.Create(t.Context(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventuallyOK(t, func() error {
+		return c.Get(t.Context(), client.ObjectKeyFromObject(secrets[1]), &corev1.Secret{})
+	})
+	f.k.deps.Creds = &secretCredentials{reader: c, namespace: release, now: time.Now}
+	return desc.Digest.String()
+}
+
+// A provider entry's source is private exactly as a secretRef's: under Deny, nothing is asked
+// of it nor pushed, though the syncer's credential for it is there.
+func TestPrivateProviderSourceUnderDenyIsNeverPushed(t *testing.T) {
+	f := newFixture(t, Options{}, nil)
+	f.withProviderSource(t)
+	f.setPods(livePod("web", "src.test/private:1"))
+	f.start()
+	f.pass()
+
+	testutil.Eventually(t, 10*time.Second, "an AuthRequired failure in status", func(context.Context) error {
+		st, _ := f.report.last("keep")
+		if len(st.Failures) != 1 || st.Failures[0].Reason != v1alpha1.KeepAuthRequired {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
+	if n := writes(f.dstFront.Requests()); n != 0 {
+		t.Fatalf("%d writes to the destination for a private provider source under Deny", n)
+	}
+	if n := len(f.srcFront.Requests()); n != 0 {
+		t.Fatalf("%d requests to a private provider source under Deny", n)
+	}
+}
+
+// Under Allow, a provider entry's source is kept verbatim with the credential the syncer
+// obtained (the source registry refuses any other).
+func TestPrivateProviderSourceUnderAllowIsKeptWithTheSyncersCredential(t *testing.T) {
+	f := newFixture(t, Options{}, nil)
+	want := f.withProviderSource(t)
+	f.allowPrivate = true
+	f.setPods(livePod("web", "src.test/private:1"))
+	f.start()
+
+	f.waitKept("src.test/private:1", want)
+	ok := 0
+	for _, r := range f.srcFront.Requests() {
+		if r.Kind == testutil.KindManifest && r.Status == http.StatusOK {
+			ok++
+		}
+	}
+	if ok == 0 {
+		t.Fatalf("no manifest request to the source was authorized: %+v", f.srcFront.Requests())
 	}
 }
 

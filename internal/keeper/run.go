@@ -140,7 +140,7 @@ func newManager(ctx context.Context, restConfig *rest.Config, opts Options) (man
 	k := NewKeeper(opts, Deps{
 		Gather:    g.Gather,
 		Store:     inventory.NewStore(direct, opts.Namespace),
-		Creds:     &secretCredentials{reader: mgr.GetCache(), namespace: opts.Namespace},
+		Creds:     &secretCredentials{reader: mgr.GetCache(), namespace: opts.Namespace, now: time.Now},
 		Report:    newReporter(mgr.GetClient(), recorder, opts.StatusInterval, nil),
 		DeleteTag: transfer.DeleteTag,
 	})

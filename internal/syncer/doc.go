@@ -102,7 +102,7 @@
 //	fallbacks.go                  the live fallbacks, computed
 //	fallbacks_controller.go       the live fallbacks, written
 //	providers.go                  provider entries: demands, static reasons, kept answers
-//	providersecret.go             a kuik-provider-* Secret: what it holds, its layout, read back
+//	providersecret.go             a kuik-provider-* Secret: what it holds, its layout
 //	providerkeeper.go             the provider keeper: its state, its answers, its lifecycle
 //	providerkeeper_plugins.go     the provider keeper's plugin runs and renewals
 //	providerkeeper_secrets.go     the provider keeper's writes of kuik-provider-* Secrets

@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/enix/kuik/internal/credentialprovider"
-	"github.com/enix/kuik/internal/credentials"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
@@ -204,16 +203,8 @@ func (k *providerKeeper) restored(ctx context.Context, d Demand) *Obtained {
 	if !ok {
 		return nil
 	}
-	cfg, err := credentials.ParseSecret(s)
-	if err != nil {
-		return nil
-	}
-	_, key, err := cfg.Lookup(d.Image)
-	if err != nil {
-		return nil
-	}
-	o := ParseProviderSecret(s)[key]
-	if o == nil || o.Provider != d.Provider || o.ServiceAccount != d.ServiceAccount || !o.Valid(k.now()) {
+	o, key := credentialprovider.Stored(s, d.Provider, d.serviceAccountRef(), d.Image, k.now())
+	if o == nil {
 		return nil
 	}
 	switch {

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/enix/kuik/internal/credentialprovider"
 	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -114,7 +115,7 @@ func (k *providerKeeper) writeSecret(ctx context.Context, name string) error {
 			earliest = o.ExpiresAt
 		}
 	}
-	s, err := ProviderSecret(k.namespace, name, layout.Creds)
+	s, err := credentialprovider.Secret(k.namespace, name, layout.Creds)
 	if err != nil {
 		return err
 	}

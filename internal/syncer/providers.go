@@ -49,9 +49,7 @@ func DemandOf(e *Entry) (Demand, bool) {
 		return Demand{}, false
 	}
 	d := Demand{Provider: e.Auth.Provider.Name, Image: ProviderImage(e.LookupPath)}
-	if sa := e.Auth.Provider.ServiceAccountRef; sa != nil {
-		d.ServiceAccount = sa.Namespace + "/" + sa.Name
-	}
+	d.ServiceAccount = credentialprovider.ServiceAccountKey(e.Auth.Provider.ServiceAccountRef)
 	return d, true
 }
 
@@ -86,30 +84,10 @@ func StaticReason(cfg *credentialprovider.Config, d Demand) (reason, msg string)
 	return "", ""
 }
 
-// Obtained is a credential a plugin gave for a demand, with its lifetime as the syncer keeps it.
-type Obtained struct {
-	Auth credentials.AuthEntry `json:"-"`
-	// Provider, ServiceAccount and Image are the demand it was obtained for: a restart reuses
-	// it only for that very demand.
-	Provider       string `json:"provider"`
-	ServiceAccount string `json:"serviceAccount,omitempty"`
-	Image          string `json:"image"`
-	// CacheKeyType is the plugin's answer's (Image, Registry, Global); Scope is what the kubelet
-	// would share that answer with (credentialprovider.CacheScope of the demand's image: its
-	// registry host, <global>, or "" for an Image answer, which serves its image only).
-	CacheKeyType string `json:"cacheKeyType,omitempty"`
-	Scope        string `json:"scope,omitempty"`
-	// ResponseKey is the key of the plugin's auth map the credential came from (the auths key
-	// it is kept under when its Scope is shared, see [LayOutProviderSecret]).
-	ResponseKey string    `json:"-"`
-	ObtainedAt  time.Time `json:"obtainedAt"`
-	// RenewAt is when the syncer asks again; ExpiresAt is when it stops using the credential.
-	RenewAt   time.Time `json:"renewAt"`
-	ExpiresAt time.Time `json:"expiresAt"`
-}
-
-// Valid reports whether the credential may still be used at now.
-func (o *Obtained) Valid(now time.Time) bool { return o != nil && now.Before(o.ExpiresAt) }
+// Obtained is a credential a plugin gave for a demand, with its lifetime: the record of a
+// kuik-provider-* Secret, whose format is shared with the webhook and the keeper
+// (credentialprovider.Secret).
+type Obtained = credentialprovider.Obtained
 
 // Schedule turns a plugin's answer into the syncer's lifetime: the credential expires when the
 // plugin's cache duration says (the response's, else the provider's default); a credential the

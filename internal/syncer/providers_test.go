@@ -105,41 +105,6 @@ func TestStaticReason(t *testing.T) {
 	}
 }
 
-func TestProviderSecretRoundTrip(t *testing.T) {
-	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	creds := map[string]*Obtained{
-		"quay.io/acme/":           {Auth: credentials.AuthEntry{Username: "u", Password: "p1"}, Image: "quay.io/acme", ObtainedAt: t0, RenewAt: t0.Add(time.Hour), ExpiresAt: t0.Add(2 * time.Hour)},
-		"docker.io/library/nginx": {Auth: credentials.AuthEntry{Username: "v", Password: "p2"}, Image: "docker.io/library/nginx", ObtainedAt: t0, RenewAt: t0.Add(time.Minute), ExpiresAt: t0.Add(2 * time.Minute)},
-	}
-	s, err := ProviderSecret("kuik-system", "kuik-provider-x-12345678", creds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Labels[v1alpha1.LabelManagedBy] != v1alpha1.ManagedBySecretSyncer || s.Type != "kubernetes.io/dockerconfigjson" || s.Namespace != "kuik-system" {
-		t.Errorf("the provider secret is not one the admission policy lets the syncer write: %+v", s.ObjectMeta)
-	}
-	got := ParseProviderSecret(s)
-	if diff := cmp.Diff(creds, got); diff != "" {
-		t.Errorf("read back (-wrote +read):\n%s", diff)
-	}
-	cfg, err := credentials.ParseSecret(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a, _, err := cfg.Lookup("quay.io/acme/"); err != nil || a.Password != "p1" {
-		t.Errorf("the webhook's lookup of the entry's path gives %+v, %v", a, err)
-	}
-	// A record without its credential (or the other way round) is not reused.
-	delete(creds, "quay.io/acme/")
-	s2, _ := ProviderSecret("kuik-system", "n", creds)
-	s.Data[ProviderCredentialsKey] = s2.Data[ProviderCredentialsKey]
-	s.Data[".dockerconfigjson"] = s2.Data[".dockerconfigjson"]
-	s.Data[ProviderCredentialsKey] = []byte(strings.Replace(string(s.Data[ProviderCredentialsKey]), "docker.io/library/nginx", "docker.io/library/other", 1))
-	if got := ParseProviderSecret(s); len(got) != 0 {
-		t.Errorf("an entry recorded without a credential was read back: %v", got)
-	}
-}
-
 func TestResolveAsksTheProviderLookup(t *testing.T) {
 	r := &Resource{Kind: "ImageAlternative", Name: "a", Entries: []Entry{
 		{Field: "spec.alternatives[0]", Path: "1.dkr.ecr.x.amazonaws.com/a", Key: "1.dkr.ecr.x.amazonaws.com/a", LookupPath: "1.dkr.ecr.x.amazonaws.com/a", Injects: true,

@@ -2,16 +2,9 @@ package syncer
 
 import (
 	"encoding/json"
-	"fmt"
-	"maps"
-	"slices"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/enix/kuik/internal/credentialprovider"
 	"github.com/enix/kuik/internal/credentials"
-	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
 // What a kuik-provider-* Secret holds, and how it stays within the API server's limit.
@@ -19,9 +12,10 @@ import (
 // The credential is kept in the kuik-provider-* Secret of the (provider, serviceAccountRef)
 // pair, in the cluster resource namespace, under the entry's auths key, so the webhook probes
 // the entry with exactly what the pods' Secrets get. A data key next to .dockerconfigjson
-// records, for each auths key, the image asked and when the credential was obtained, is to be
-// renewed and expires: the admission policy lets no one but the syncer change a reserved
-// Secret's data, so a restart can trust it and reuse what has not expired.
+// (credentialprovider.CredentialsKey; the format is credentialprovider.Secret's, shared with
+// the keeper) records, for each auths key, the image asked and when the credential was
+// obtained, is to be renewed and expires: the admission policy lets no one but the syncer
+// change a reserved Secret's data, so a restart can trust it and reuse what has not expired.
 //
 // The kubelet caches a plugin's answer under the key its cacheKeyType names: the image for
 // Image, the image's registry host for Registry, one key per provider for Global (ECR, GCR and
@@ -38,62 +32,6 @@ import (
 // API server's limit on a Secret's data (1 MiB), so that a Secret close to the bound is still
 // written, and reported, before the limit refuses it.
 const MaxProviderSecretBytes = 768 << 10
-
-// ProviderCredentialsKey is the data key of a kuik-provider-* Secret recording its credentials'
-// lifetimes.
-const ProviderCredentialsKey = "kuik-credentials.json"
-
-// ProviderSecret is the kuik-provider-* Secret holding the valid credentials of one (provider,
-// ServiceAccount) pair, by auths key.
-func ProviderSecret(namespace, name string, creds map[string]*Obtained) (*corev1.Secret, error) {
-	auths := make(map[string]credentials.AuthEntry, len(creds))
-	for k, o := range creds {
-		auths[k] = o.Auth
-	}
-	data, err := credentials.Encode(auths)
-	if err != nil {
-		return nil, fmt.Errorf("encoding provider secret %s: %w", name, err)
-	}
-	rec, err := json.Marshal(creds)
-	if err != nil {
-		return nil, fmt.Errorf("encoding provider secret %s: %w", name, err)
-	}
-	return &corev1.Secret{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      name,
-			Namespace: namespace,
-			Labels:    map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedBySecretSyncer},
-		},
-		Type: corev1.SecretTypeDockerConfigJson,
-		Data: map[string][]byte{corev1.DockerConfigJsonKey: data, ProviderCredentialsKey: rec},
-	}, nil
-}
-
-// ParseProviderSecret reads back what [ProviderSecret] wrote: the credentials by auths key. An
-// entry whose record or credential is missing or does not parse is skipped.
-func ParseProviderSecret(s *corev1.Secret) map[string]*Obtained {
-	var rec map[string]*Obtained
-	if err := json.Unmarshal(s.Data[ProviderCredentialsKey], &rec); err != nil {
-		return nil
-	}
-	cfg, err := credentials.ParseSecret(s)
-	if err != nil {
-		return nil
-	}
-	entries := cfg.Entries()
-	out := map[string]*Obtained{}
-	for _, k := range slices.Sorted(maps.Keys(rec)) {
-		a, ok := entries[k]
-		if !ok || rec[k] == nil || a.Username == "" {
-			continue
-		}
-		o := *rec[k]
-		o.Auth = a
-		out[k] = &o
-	}
-	return out
-}
 
 // SecretDemand is one demand of a kuik-provider-* Secret, as [LayOutProviderSecret] reads it.
 type SecretDemand struct {
@@ -217,7 +155,7 @@ layout:
 		}
 
 		out := ProviderLayout{Creds: creds, Bytes: size}
-		if s, err := ProviderSecret("", "", creds); err == nil {
+		if s, err := credentialprovider.Secret("", "", creds); err == nil {
 			out.Bytes = dataBytes(s.Data)
 		}
 		for i, sd := range demands {
@@ -248,7 +186,7 @@ func readsAsItsOwn(sd SecretDemand, mine, holder *Obtained) bool {
 
 // emptyProviderSecretBytes is the data of a kuik-provider-* Secret holding nothing.
 var emptyProviderSecretBytes = func() int {
-	s, err := ProviderSecret("", "", nil)
+	s, err := credentialprovider.Secret("", "", nil)
 	if err != nil {
 		panic(err)
 	}

@@ -144,7 +144,7 @@ func TestLayOutProviderSecretStaysWithinItsBound(t *testing.T) {
 		demands = append(demands, answered(fmt.Sprintf("reg.example/r%02d", i), "Image", "reg.example", pass, 0))
 	}
 	l := LayOutProviderSecret(demands, 20000)
-	s, err := ProviderSecret("ns", "name", l.Creds)
+	s, err := credentialprovider.Secret("ns", "name", l.Creds)
 	if err != nil {
 		t.Fatal(err)
 	}

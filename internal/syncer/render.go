@@ -148,7 +148,7 @@ func RenderProviders(ctx context.Context, plugins *credentialprovider.Plugins, r
 		if len(layout.Creds) == 0 {
 			continue
 		}
-		s, err := ProviderSecret(namespace, name, layout.Creds)
+		s, err := credentialprovider.Secret(namespace, name, layout.Creds)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/enix/kuik/internal/credentialprovider"
 	"github.com/enix/kuik/internal/credentials"
 	"github.com/enix/kuik/internal/syncer"
 	"github.com/enix/kuik/internal/testutil/fakeprovider"
@@ -164,7 +165,7 @@ spec:
 			provider = s
 		}
 	}
-	if provider == nil || provider.Data[syncer.ProviderCredentialsKey] == nil {
+	if provider == nil || provider.Data[credentialprovider.CredentialsKey] == nil {
 		t.Errorf("no kuik-provider-fake-ecr-* secret with its record among %v", keys(byName))
 	}
 	for _, want := range []string{
