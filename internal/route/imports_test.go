@@ -16,6 +16,7 @@ const module = "github.com/enix/kuik/"
 var processes = map[string][]string{
 	"webhook":       {"internal/webhook", "cmd/webhook"},
 	"secret-syncer": {"internal/syncer", "internal/missedpulls", "cmd/secret-syncer"},
+	"keeper":        {"internal/keeper", "cmd/keeper"},
 }
 
 func processOf(pkg string) string {
@@ -33,8 +34,8 @@ func processOf(pkg string) string {
 	return ""
 }
 
-// TestNoProcessImportsTheOther: no package of the webhook depends on a package of the
-// secret-syncer, or the other way round (non-test dependencies, from go list -deps). Tests may
+// TestNoProcessImportsTheOther: no package of the webhook, the secret-syncer or the keeper
+// depends on a package of another of them (non-test dependencies, from go list -deps). Tests may
 // start both processes (internal/testutil/kuikenv); the binaries may not link each other's
 // code.
 func TestNoProcessImportsTheOther(t *testing.T) {
@@ -73,6 +74,6 @@ func TestNoProcessImportsTheOther(t *testing.T) {
 		t.Fatal(err)
 	}
 	if checked == 0 {
-		t.Fatal("go list listed no package of either process")
+		t.Fatal("go list listed no package of any process")
 	}
 }
