@@ -2,7 +2,10 @@ package ctrlkit
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +13,8 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -17,9 +22,10 @@ import (
 // NewManager builds a manager from own, what the binary has of its own (Scheme, Cache,
 // LeaderElectionNamespace, and LeaderElectionID: the Lease's name when o names none), and o.
 //
-// It runs on a copy of restConfig with client-side rate limiting off (API Priority and
-// Fairness governs) and userAgent when restConfig has none; mgr.GetConfig() is that copy. Its
-// logger and its runnables' is the one of ctx, and a leader releases its Lease on cancel.
+// Its /healthz answers ping, and its /readyz is ready once the informers have synced. It runs
+// on a copy of restConfig with client-side rate limiting off (API Priority and Fairness
+// governs) and userAgent when restConfig has none; mgr.GetConfig() is that copy. Its logger
+// and its runnables' is the one of ctx, and a leader releases its Lease on cancel.
 func NewManager(ctx context.Context, restConfig *rest.Config, userAgent string, o ManagerOptions, own manager.Options) (manager.Manager, error) {
 	cfg := rest.CopyConfig(restConfig)
 	cfg.QPS, cfg.Burst = -1, 0
@@ -30,7 +36,25 @@ func NewManager(ctx context.Context, restConfig *rest.Config, userAgent string, 
 	if err != nil {
 		return nil, fmt.Errorf("building manager: %w", err)
 	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("informers", informersSynced(mgr.GetCache())); err != nil {
+		return nil, fmt.Errorf("adding readiness check: %w", err)
+	}
 	return mgr, nil
+}
+
+// informersSynced is ready once every informer of c has synced; it waits a second at most.
+func informersSynced(c cache.Cache) healthz.Checker {
+	return func(req *http.Request) error {
+		wctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !c.WaitForCacheSync(wctx) {
+			return errors.New("informers not synced")
+		}
+		return nil
+	}
 }
 
 // managerOptions is own with o's servers and election, and logger.

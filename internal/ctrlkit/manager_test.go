@@ -3,6 +3,8 @@ package ctrlkit
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -10,9 +12,12 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/enix/kuik/internal/testenv"
 )
 
 // settings are the fields of manager.Options that ManagerOptions and own decide.
@@ -112,5 +117,47 @@ func TestNewManagerConfig(t *testing.T) {
 				t.Errorf("QPS %v, burst %d, user agent %q; want -1, 0, %q", got.QPS, got.Burst, got.UserAgent, tc.want)
 			}
 		})
+	}
+}
+
+// The health server answers /healthz/ping, and /readyz/informers once the informers (none
+// here) have synced.
+func TestNewManagerHealthChecks(t *testing.T) {
+	ports, err := testenv.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	mgr, err := NewManager(t.Context(), &rest.Config{Host: "https://127.0.0.1:1"}, "kuik-test", ManagerOptions{HealthProbeBindAddress: addr}, manager.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	for _, path := range []string{"/healthz/ping", "/readyz/informers"} {
+		var code int
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+			if err != nil {
+				return false, err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return false, nil // not listening yet
+			}
+			resp.Body.Close()
+			code = resp.StatusCode
+			return true, nil
+		})
+		if err != nil || code != http.StatusOK {
+			t.Errorf("GET %s: %d, %v; want 200", path, code, err)
+		}
 	}
 }

@@ -84,6 +84,8 @@ func TestInvalidElectionFlags(t *testing.T) {
 			"--leader-elect-lease-duration (1m0s) must exceed --leader-elect-renew-deadline (59s) + --leader-elect-retry-period (2s), and the renew deadline 1.2 × the retry period > 0"},
 		"retry near the deadline": {[]string{"--leader-elect", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=9s"},
 			"--leader-elect-lease-duration (15s) must exceed --leader-elect-renew-deadline (10s) + --leader-elect-retry-period (9s), and the renew deadline 1.2 × the retry period > 0"},
+		"renew deadline within 1.2 × the retry period": {[]string{"--leader-elect", "--leader-elect-lease-duration=60s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=8500ms"},
+			"--leader-elect-lease-duration (1m0s) must exceed --leader-elect-renew-deadline (10s) + --leader-elect-retry-period (8.5s), and the renew deadline 1.2 × the retry period > 0"},
 		"both": {[]string{"--leader-elect", "--leader-election-id=", "--leader-elect-retry-period=0s"},
 			"--leader-election-id must not be empty with --leader-elect\n" +
 				"--leader-elect-lease-duration (15s) must exceed --leader-elect-renew-deadline (10s) + --leader-elect-retry-period (0s), and the renew deadline 1.2 × the retry period > 0"},

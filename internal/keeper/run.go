@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -13,7 +12,6 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/enix/kuik/internal/ctrlkit"
@@ -103,20 +101,6 @@ func newManager(ctx context.Context, restConfig *rest.Config, opts Options) (man
 	}
 	if err := mgr.Add(k); err != nil {
 		return nil, nil, fmt.Errorf("adding the keeper: %w", err)
-	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, nil, fmt.Errorf("adding health check: %w", err)
-	}
-	informersSynced := func(req *http.Request) error {
-		wctx, cancel := context.WithTimeout(req.Context(), time.Second)
-		defer cancel()
-		if !mgr.GetCache().WaitForCacheSync(wctx) {
-			return errors.New("informers not synced")
-		}
-		return nil
-	}
-	if err := mgr.AddReadyzCheck("informers", informersSynced); err != nil {
-		return nil, nil, fmt.Errorf("adding readiness check: %w", err)
 	}
 	return mgr, k, nil
 }

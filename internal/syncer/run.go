@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/enix/kuik/internal/ctrlkit"
@@ -116,20 +114,6 @@ func newManager(ctx context.Context, restConfig *rest.Config, opts Options) (man
 	leaders.ctrl = &trackedController{Controller: ctrl, done: make(chan struct{})}
 	if err := mgr.Add(leaders.ctrl); err != nil {
 		return nil, nil, fmt.Errorf("adding controller: %w", err)
-	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, nil, fmt.Errorf("adding health check: %w", err)
-	}
-	informersSynced := func(req *http.Request) error {
-		wctx, cancel := context.WithTimeout(req.Context(), time.Second)
-		defer cancel()
-		if !mgr.GetCache().WaitForCacheSync(wctx) {
-			return errors.New("informers not synced")
-		}
-		return nil
-	}
-	if err := mgr.AddReadyzCheck("informers", informersSynced); err != nil {
-		return nil, nil, fmt.Errorf("adding readiness check: %w", err)
 	}
 	return mgr, leaders, nil
 }

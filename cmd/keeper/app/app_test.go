@@ -11,7 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
 
-	"github.com/enix/kuik/internal/ctrlkit"
 	"github.com/enix/kuik/internal/keep/transfer"
 	"github.com/enix/kuik/internal/keeper"
 )
@@ -32,13 +31,6 @@ func execute(t *testing.T, args ...string) (Options, bool, error) {
 	return got, called, err
 }
 
-// managerDefaults are ctrlkit's flags' defaults (tested there) with the Lease named id.
-func managerDefaults(id string) ctrlkit.ManagerOptions {
-	var o ctrlkit.ManagerOptions
-	o.BindFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError), id)
-	return o
-}
-
 func TestFlagDefaults(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "")
 	got, called, err := execute(t)
@@ -55,7 +47,8 @@ func TestFlagDefaults(t *testing.T) {
 		StallTimeout:     2 * time.Minute,
 		Pacer:            transfer.PacerConfig{Rate: 10, Burst: 20, Reserve: 0.5},
 	}}
-	want.ManagerOptions = managerDefaults("kuik-keeper")
+	// ctrlkit's flags (tested there), the Lease named as the keeper's.
+	want.ManagerOptions.BindFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError), "kuik-keeper")
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)
 	}
@@ -96,7 +89,7 @@ func TestFlags(t *testing.T) {
 		MaxImageSize:     20 << 30,
 		Pacer:            transfer.PacerConfig{Rate: 2.5, Burst: 5, Reserve: 0.25},
 	}}
-	want.ManagerOptions = managerDefaults("kuik-keeper")
+	want.ManagerOptions.BindFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError), "kuik-keeper")
 	want.LeaderElection = true
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)

@@ -14,7 +14,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
 
-	"github.com/enix/kuik/internal/ctrlkit"
 	"github.com/enix/kuik/internal/missedpulls"
 	"github.com/enix/kuik/internal/probe"
 	"github.com/enix/kuik/internal/syncer"
@@ -36,13 +35,6 @@ func execute(t *testing.T, args ...string) (Options, bool, error) {
 	return got, called, err
 }
 
-// managerDefaults are ctrlkit's flags' defaults (tested there) with the Lease named id.
-func managerDefaults(id string) ctrlkit.ManagerOptions {
-	var o ctrlkit.ManagerOptions
-	o.BindFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError), id)
-	return o
-}
-
 func TestFlagDefaults(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "")
 	got, called, err := execute(t)
@@ -61,7 +53,8 @@ func TestFlagDefaults(t *testing.T) {
 			ProviderRetry:            30 * time.Second,
 		},
 	}}
-	want.ManagerOptions = managerDefaults("kuik-secret-syncer")
+	// ctrlkit's flags (tested there), the Lease named as the secret-syncer's.
+	want.ManagerOptions.BindFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError), "kuik-secret-syncer")
 	// Missed pulls are off unless asked for: they need rights and egress of their own.
 	want.Missed = MissedPullFlags{Owners: defaultOwners(), Options: missedpulls.Options{
 		StuckPodAge: missedpulls.DefaultStuckPodAge, RecreateRate: missedpulls.DefaultRecreateRate, RecreateBurst: missedpulls.DefaultRecreateBurst,
@@ -103,7 +96,7 @@ func TestFlags(t *testing.T) {
 			ProviderRetry:            30 * time.Second,
 		},
 	}}
-	want.ManagerOptions = managerDefaults("kuik-secret-syncer")
+	want.ManagerOptions.BindFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError), "kuik-secret-syncer")
 	want.LeaderElection = true
 	// Missed pulls are off unless asked for: they need rights and egress of their own.
 	want.Missed = MissedPullFlags{Owners: defaultOwners(), Options: missedpulls.Options{
