@@ -86,7 +86,8 @@ unused for the mirror's retention.`,
 	f.Float64Var(&opts.Pacer.Rate, "pacer-rate", DefaultPacerRate, "manifest GETs per second per source registry")
 	f.IntVar(&opts.Pacer.Burst, "pacer-burst", DefaultPacerBurst, "manifest GETs a source registry's bucket holds")
 	f.Float64Var(&opts.Pacer.Reserve, "pacer-reserve", DefaultPacerReserve, "fraction of an announced ratelimit-limit left unspent, in (0, 1)")
-	opts.ManagerOptions.BindFlags(f, keeper.DefaultLeaderElectionID)
+	// --metrics-bind-address, --health-probe-bind-address and --leader-elect*: internal/ctrlkit.
+	opts.BindFlags(f, keeper.DefaultLeaderElectionID)
 	return cmd
 }
 
@@ -136,7 +137,7 @@ func (o *Options) validate() error {
 	if o.Pacer.Reserve <= 0 || o.Pacer.Reserve >= 1 {
 		errs = append(errs, fmt.Errorf("--pacer-reserve must be in (0, 1), got %g", o.Pacer.Reserve))
 	}
-	if err := o.ManagerOptions.ValidateFlags(); err != nil {
+	if err := o.ValidateFlags(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -48,7 +48,7 @@ func TestFlagDefaults(t *testing.T) {
 		Pacer:            transfer.PacerConfig{Rate: 10, Burst: 20, Reserve: 0.5},
 	}}
 	// ctrlkit's flags (tested there), the Lease named as the keeper's.
-	want.ManagerOptions.BindFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError), "kuik-keeper")
+	want.BindFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError), "kuik-keeper")
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)
 	}
@@ -89,7 +89,7 @@ func TestFlags(t *testing.T) {
 		MaxImageSize:     20 << 30,
 		Pacer:            transfer.PacerConfig{Rate: 2.5, Burst: 5, Reserve: 0.25},
 	}}
-	want.ManagerOptions.BindFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError), "kuik-keeper")
+	want.BindFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError), "kuik-keeper")
 	want.LeaderElection = true
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("options (-want +got):\n%s", diff)

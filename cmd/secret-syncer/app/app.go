@@ -124,7 +124,8 @@ holding the credentials of the entries the webhook rewrites pods to.`,
 	f.IntVar(&opts.Workers, "workers", 16, "concurrent applies")
 	f.DurationVar(&opts.FallbackDelay, "fallback-delay", syncer.DefaultFallbackDelay,
 		"window in which the pod changes of one routing resource collapse into one update of its live fallbacks (status.activeFallbacks): at most one status write per resource per window")
-	opts.ManagerOptions.BindFlags(f, syncer.DefaultLeaderElectionID)
+	// --metrics-bind-address, --health-probe-bind-address and --leader-elect*: internal/ctrlkit.
+	opts.BindFlags(f, syncer.DefaultLeaderElectionID)
 	opts.Providers.bind(f)
 	opts.Missed.bind(f)
 	f.DurationVar(&opts.ProviderRenewFloor, "provider-renew-floor", time.Minute,
@@ -175,7 +176,7 @@ func (o *Options) validate() error {
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
 	}
-	if err := o.ManagerOptions.ValidateFlags(); err != nil {
+	if err := o.ValidateFlags(); err != nil {
 		errs = append(errs, err)
 	}
 	if o.ProviderRenewFloor <= 0 {

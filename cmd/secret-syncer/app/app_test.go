@@ -54,7 +54,7 @@ func TestFlagDefaults(t *testing.T) {
 		},
 	}}
 	// ctrlkit's flags (tested there), the Lease named as the secret-syncer's.
-	want.ManagerOptions.BindFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError), "kuik-secret-syncer")
+	want.BindFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError), "kuik-secret-syncer")
 	// Missed pulls are off unless asked for: they need rights and egress of their own.
 	want.Missed = MissedPullFlags{Owners: defaultOwners(), Options: missedpulls.Options{
 		StuckPodAge: missedpulls.DefaultStuckPodAge, RecreateRate: missedpulls.DefaultRecreateRate, RecreateBurst: missedpulls.DefaultRecreateBurst,
@@ -96,7 +96,7 @@ func TestFlags(t *testing.T) {
 			ProviderRetry:            30 * time.Second,
 		},
 	}}
-	want.ManagerOptions.BindFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError), "kuik-secret-syncer")
+	want.BindFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError), "kuik-secret-syncer")
 	want.LeaderElection = true
 	// Missed pulls are off unless asked for: they need rights and egress of their own.
 	want.Missed = MissedPullFlags{Owners: defaultOwners(), Options: missedpulls.Options{
