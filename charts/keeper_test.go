@@ -19,6 +19,7 @@ import (
 
 	"github.com/enix/kuik/charts"
 	keeperapp "github.com/enix/kuik/cmd/keeper/app"
+	"github.com/enix/kuik/internal/ctrlkit"
 	"github.com/enix/kuik/internal/keeper"
 )
 
@@ -142,12 +143,14 @@ func TestKeeperRights(t *testing.T) {
 func TestKeeperArgsParseWithTheBinary(t *testing.T) {
 	got := keeperOptions(t, keeperDeployment(t, render(t, keeperOn)))
 	want := keeper.Options{
-		Namespace: ns, LeaderElection: true, LeaderElectionID: keeper.DefaultLeaderElectionID,
-		Workers: keeper.DefaultWorkers, StallTimeout: keeper.DefaultStallTimeout,
+		Namespace: ns, Workers: keeper.DefaultWorkers, StallTimeout: keeper.DefaultStallTimeout,
 		PlanInterval: keeper.DefaultPlanInterval, SelfHealInterval: keeper.DefaultSelfHealInterval,
 		SweepInterval: keeper.DefaultSweepInterval, StatusInterval: keeper.DefaultStatusInterval,
-		MetricsBindAddress: ":8080", HealthProbeBindAddress: ":8081",
-		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		ManagerOptions: ctrlkit.ManagerOptions{
+			MetricsBindAddress: ":8080", HealthProbeBindAddress: ":8081",
+			LeaderElection: true, LeaderElectionID: keeper.DefaultLeaderElectionID,
+			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		},
 	}
 	want.Pacer.Rate, want.Pacer.Burst, want.Pacer.Reserve = keeperapp.DefaultPacerRate, keeperapp.DefaultPacerBurst, keeperapp.DefaultPacerReserve
 	if diff := cmp.Diff(want, got.Options); diff != "" {

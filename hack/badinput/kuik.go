@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/enix/kuik/internal/ctrlkit"
 	"github.com/enix/kuik/internal/syncer"
 	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/internal/testutil/kuikenv"
@@ -82,9 +83,8 @@ func (w *world) startKuik(ctx context.Context, cp *testenv.ControlPlane) (_ *kui
 	w.syncerDone = make(chan error, 1)
 	go func() {
 		w.syncerDone <- syncer.Run(sctx, cp.ConfigAsServiceAccount(crns, sa), syncer.Options{
-			Config:                 syncer.Config{ClusterResourceNamespace: crns},
-			MetricsBindAddress:     "0",
-			HealthProbeBindAddress: w.syncerHealth,
+			Config:         syncer.Config{ClusterResourceNamespace: crns},
+			ManagerOptions: ctrlkit.ManagerOptions{MetricsBindAddress: "0", HealthProbeBindAddress: w.syncerHealth},
 		})
 	}()
 	return k, w.waitReady(ctx)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/enix/kuik/internal/ctrlkit"
 	"github.com/enix/kuik/internal/keep/transfer"
 	"github.com/enix/kuik/internal/routing"
 )
@@ -38,17 +39,9 @@ type Options struct {
 	// Pacer budgets manifest GETs per source registry.
 	Pacer transfer.PacerConfig
 
-	// MetricsBindAddress serves /metrics; "0" turns it off.
-	MetricsBindAddress string
-	// HealthProbeBindAddress serves /healthz and /readyz; "0" turns it off.
-	HealthProbeBindAddress string
-	// LeaderElection runs a Lease election in Namespace, so that one replica copies and
-	// deletes while the others stand by.
-	LeaderElection   bool
-	LeaderElectionID string
-	LeaseDuration    time.Duration
-	RenewDeadline    time.Duration
-	RetryPeriod      time.Duration
+	// ManagerOptions are the metrics and health servers and the leader election; the Lease
+	// lives in Namespace, so that one replica copies and deletes while the others stand by.
+	ctrlkit.ManagerOptions
 }
 
 // Defaults of the options; cmd/keeper's flags default to them.

@@ -4,24 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
-	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/enix/kuik/internal/ctrlkit"
 	"github.com/enix/kuik/internal/keep/transfer"
 	"github.com/enix/kuik/internal/keeper/inventory"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
@@ -67,72 +60,31 @@ func newManager(ctx context.Context, restConfig *rest.Config, opts Options) (man
 	if opts.Namespace == "" {
 		return nil, nil, errors.New("the release namespace is required")
 	}
-	cfg := rest.CopyConfig(restConfig)
-	cfg.QPS, cfg.Burst = -1, 0
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = FieldManager
-	}
 	scheme, err := Scheme()
 	if err != nil {
 		return nil, nil, err
 	}
-	id := opts.LeaderElectionID
-	if id == "" {
-		id = DefaultLeaderElectionID
-	}
-	logger := logr.FromContextOrDiscard(ctx)
 	failures := &listFailures{now: time.Now}
 	cacheOpts := CacheOptions(opts.Namespace)
 	cacheOpts.DefaultWatchErrorHandler = failures.handler
-	mopts := manager.Options{
-		Scheme: scheme,
-		Logger: logger,
-		// The manager hands its runnables a context of its own: without this, one with no
-		// logger, and the scheduler's logs would go nowhere.
-		BaseContext:                   func() context.Context { return logr.NewContext(context.Background(), logger) },
-		Cache:                         cacheOpts,
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress},
-		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
-		LeaderElection:                opts.LeaderElection,
-		LeaderElectionID:              id,
-		LeaderElectionNamespace:       opts.Namespace,
-		LeaderElectionReleaseOnCancel: true,
-	}
-	if opts.MetricsBindAddress == "" {
-		mopts.Metrics.BindAddress = "0"
-	}
-	if opts.HealthProbeBindAddress == "0" {
-		mopts.HealthProbeBindAddress = ""
-	}
-	if opts.LeaseDuration > 0 {
-		mopts.LeaseDuration = &opts.LeaseDuration
-	}
-	if opts.RenewDeadline > 0 {
-		mopts.RenewDeadline = &opts.RenewDeadline
-	}
-	if opts.RetryPeriod > 0 {
-		mopts.RetryPeriod = &opts.RetryPeriod
-	}
-	mgr, err := manager.New(cfg, mopts)
+	mgr, err := ctrlkit.NewManager(ctx, restConfig, FieldManager, opts.ManagerOptions, manager.Options{
+		Scheme:                  scheme,
+		Cache:                   cacheOpts,
+		LeaderElectionNamespace: opts.Namespace,
+		LeaderElectionID:        DefaultLeaderElectionID,
+	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("building manager: %w", err)
+		return nil, nil, err
 	}
-	cs, err := kubernetes.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
+	// core/v1 events (ctrlkit.NewEventRecorder): each image's note matters.
+	_, recorder, err := ctrlkit.NewEventRecorder(mgr, FieldManager)
 	if err != nil {
-		return nil, nil, fmt.Errorf("building clientset: %w", err)
+		return nil, nil, err
 	}
-	// core/v1 events, as the syncer's: the events.k8s.io recorder folds events of one reason
-	// into a series whatever their note, and each image's note matters.
-	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&corev1client.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	if err := mgr.Add(shutdownOnStop{broadcaster.Shutdown}); err != nil {
-		return nil, nil, fmt.Errorf("adding event broadcaster: %w", err)
-	}
-	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: FieldManager})
 
 	// The inventory is read and written straight from the API server, never a cache: its
 	// resourceVersion is what stops a deposed leader's write.
-	direct, err := client.New(cfg, client.Options{Scheme: scheme, HTTPClient: mgr.GetHTTPClient(), Mapper: mgr.GetRESTMapper()})
+	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: scheme, HTTPClient: mgr.GetHTTPClient(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("building the inventory's client: %w", err)
 	}
@@ -149,20 +101,6 @@ func newManager(ctx context.Context, restConfig *rest.Config, opts Options) (man
 	}
 	if err := mgr.Add(k); err != nil {
 		return nil, nil, fmt.Errorf("adding the keeper: %w", err)
-	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, nil, fmt.Errorf("adding health check: %w", err)
-	}
-	informersSynced := func(req *http.Request) error {
-		wctx, cancel := context.WithTimeout(req.Context(), time.Second)
-		defer cancel()
-		if !mgr.GetCache().WaitForCacheSync(wctx) {
-			return errors.New("informers not synced")
-		}
-		return nil
-	}
-	if err := mgr.AddReadyzCheck("informers", informersSynced); err != nil {
-		return nil, nil, fmt.Errorf("adding readiness check: %w", err)
 	}
 	return mgr, k, nil
 }
@@ -186,14 +124,3 @@ func addTriggers(ctx context.Context, c cache.Cache, trigger func()) error {
 	}
 	return nil
 }
-
-// shutdownOnStop calls a function when the manager stops, leader or not.
-type shutdownOnStop struct{ fn func() }
-
-func (s shutdownOnStop) Start(ctx context.Context) error {
-	<-ctx.Done()
-	s.fn()
-	return nil
-}
-
-func (shutdownOnStop) NeedLeaderElection() bool { return false }

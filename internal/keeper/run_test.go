@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/enix/kuik/internal/ctrlkit"
 	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -27,8 +28,10 @@ func TestNewManagerTakesTheLeaseAndStartsTheKeeper(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := Options{
-		Namespace: release, LeaderElection: true,
-		MetricsBindAddress: "0", HealthProbeBindAddress: fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		Namespace: release,
+		ManagerOptions: ctrlkit.ManagerOptions{
+			LeaderElection: true, MetricsBindAddress: "0", HealthProbeBindAddress: fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		},
 		PlanInterval: DefaultPlanInterval, SelfHealInterval: DefaultSelfHealInterval, SweepInterval: DefaultSweepInterval,
 		StatusInterval: DefaultStatusInterval, Workers: DefaultWorkers, StallTimeout: DefaultStallTimeout,
 	}

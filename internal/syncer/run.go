@@ -4,24 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/enix/kuik/internal/ctrlkit"
 	"github.com/enix/kuik/internal/missedpulls"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -29,19 +23,10 @@ import (
 // Options configure a secret-syncer process.
 type Options struct {
 	Config
-	// MetricsBindAddress serves /metrics; "0" turns it off.
-	MetricsBindAddress string
-	// HealthProbeBindAddress serves /healthz and /readyz; "" or "0" turns it off.
-	HealthProbeBindAddress string
-	// LeaderElection runs a Lease election in the cluster resource namespace, so that one
-	// replica writes and the others stand by with warm caches.
-	LeaderElection   bool
-	LeaderElectionID string
-	// LeaseDuration, RenewDeadline and RetryPeriod tune the election; zero keeps
-	// controller-runtime's defaults (15s, 10s, 2s).
-	LeaseDuration time.Duration
-	RenewDeadline time.Duration
-	RetryPeriod   time.Duration
+	// ManagerOptions are the metrics and health servers and the leader election; the Lease
+	// lives in the cluster resource namespace, so that one replica writes and the others stand
+	// by with warm caches.
+	ctrlkit.ManagerOptions
 	// MissedPulls, when set, runs the missed-pull controller on the leader (internal/missedpulls);
 	// its ClusterResourceNamespace and ClusterID are the syncer's.
 	MissedPulls *missedpulls.Options
@@ -96,65 +81,24 @@ func newManager(ctx context.Context, restConfig *rest.Config, opts Options) (man
 	if opts.ClusterResourceNamespace == "" {
 		return nil, nil, errors.New("the cluster resource namespace is required")
 	}
-	cfg := rest.CopyConfig(restConfig)
-	cfg.QPS, cfg.Burst = -1, 0
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = FieldManager
-	}
 	scheme, err := Scheme()
 	if err != nil {
 		return nil, nil, err
 	}
-	id := opts.LeaderElectionID
-	if id == "" {
-		id = DefaultLeaderElectionID
-	}
-	logger := logr.FromContextOrDiscard(ctx)
-	mopts := manager.Options{
-		Scheme: scheme,
-		Logger: logger,
-		// The manager hands its runnables (the controller) a context of its own: without this,
-		// one with no logger, and the controller's logs would go nowhere.
-		BaseContext:                   func() context.Context { return logr.NewContext(context.Background(), logger) },
-		Cache:                         CacheOptions(opts.ClusterResourceNamespace),
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress},
-		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
-		LeaderElection:                opts.LeaderElection,
-		LeaderElectionID:              id,
-		LeaderElectionNamespace:       opts.ClusterResourceNamespace,
-		LeaderElectionReleaseOnCancel: true,
-	}
-	if opts.MetricsBindAddress == "" {
-		mopts.Metrics.BindAddress = "0"
-	}
-	if opts.HealthProbeBindAddress == "0" {
-		mopts.HealthProbeBindAddress = ""
-	}
-	if opts.LeaseDuration > 0 {
-		mopts.LeaseDuration = &opts.LeaseDuration
-	}
-	if opts.RenewDeadline > 0 {
-		mopts.RenewDeadline = &opts.RenewDeadline
-	}
-	if opts.RetryPeriod > 0 {
-		mopts.RetryPeriod = &opts.RetryPeriod
-	}
-	mgr, err := manager.New(cfg, mopts)
+	mgr, err := ctrlkit.NewManager(ctx, restConfig, FieldManager, opts.ManagerOptions, manager.Options{
+		Scheme:                  scheme,
+		Cache:                   CacheOptions(opts.ClusterResourceNamespace),
+		LeaderElectionNamespace: opts.ClusterResourceNamespace,
+		LeaderElectionID:        DefaultLeaderElectionID,
+	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("building manager: %w", err)
+		return nil, nil, err
 	}
-	cs, err := kubernetes.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
+	// core/v1 events (ctrlkit.NewEventRecorder): each entry left out is its own cause.
+	cs, recorder, err := ctrlkit.NewEventRecorder(mgr, FieldManager)
 	if err != nil {
-		return nil, nil, fmt.Errorf("building clientset: %w", err)
+		return nil, nil, err
 	}
-	// core/v1 events: the events.k8s.io recorder folds events of one reason and action into a
-	// series whatever their note, while each entry left out is its own cause.
-	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&corev1client.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	if err := mgr.Add(shutdownOnStop{broadcaster.Shutdown}); err != nil {
-		return nil, nil, fmt.Errorf("adding event broadcaster: %w", err)
-	}
-	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: FieldManager})
 	ctrl := NewController(opts.Config, mgr.GetCache(), cs.CoreV1(), mgr.GetClient(), recorder)
 	ctrl.graceful = ctx
 	if err := ctrl.Prepare(ctx, mgr.GetFieldIndexer()); err != nil {
@@ -171,33 +115,8 @@ func newManager(ctx context.Context, restConfig *rest.Config, opts Options) (man
 	if err := mgr.Add(leaders.ctrl); err != nil {
 		return nil, nil, fmt.Errorf("adding controller: %w", err)
 	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, nil, fmt.Errorf("adding health check: %w", err)
-	}
-	informersSynced := func(req *http.Request) error {
-		wctx, cancel := context.WithTimeout(req.Context(), time.Second)
-		defer cancel()
-		if !mgr.GetCache().WaitForCacheSync(wctx) {
-			return errors.New("informers not synced")
-		}
-		return nil
-	}
-	if err := mgr.AddReadyzCheck("informers", informersSynced); err != nil {
-		return nil, nil, fmt.Errorf("adding readiness check: %w", err)
-	}
 	return mgr, leaders, nil
 }
-
-// shutdownOnStop calls a function when the manager stops, leader or not.
-type shutdownOnStop struct{ fn func() }
-
-func (s shutdownOnStop) Start(ctx context.Context) error {
-	<-ctx.Done()
-	s.fn()
-	return nil
-}
-
-func (shutdownOnStop) NeedLeaderElection() bool { return false }
 
 // trackedController tells when the controller, once started, has returned.
 type trackedController struct {

@@ -86,15 +86,8 @@ unused for the mirror's retention.`,
 	f.Float64Var(&opts.Pacer.Rate, "pacer-rate", DefaultPacerRate, "manifest GETs per second per source registry")
 	f.IntVar(&opts.Pacer.Burst, "pacer-burst", DefaultPacerBurst, "manifest GETs a source registry's bucket holds")
 	f.Float64Var(&opts.Pacer.Reserve, "pacer-reserve", DefaultPacerReserve, "fraction of an announced ratelimit-limit left unspent, in (0, 1)")
-	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", `address serving /metrics; "0" turns it off`)
-	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `address serving /healthz and /readyz; "0" turns it off`)
-	f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect a leader through a Lease, for more than one replica")
-	f.StringVar(&opts.LeaderElectionID, "leader-election-id", keeper.DefaultLeaderElectionID, "name of the leader election Lease")
-	f.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second,
-		"how long a standby waits, after the leader's last renewal, to take over")
-	f.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second,
-		"how long the leader retries renewing before it gives up and exits: the longest API server outage it rides out")
-	f.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "wait between two attempts to acquire or renew")
+	// --metrics-bind-address, --health-probe-bind-address and --leader-elect*: internal/ctrlkit.
+	opts.BindFlags(f, keeper.DefaultLeaderElectionID)
 	return cmd
 }
 
@@ -144,15 +137,8 @@ func (o *Options) validate() error {
 	if o.Pacer.Reserve <= 0 || o.Pacer.Reserve >= 1 {
 		errs = append(errs, fmt.Errorf("--pacer-reserve must be in (0, 1), got %g", o.Pacer.Reserve))
 	}
-	if o.LeaderElection && o.LeaderElectionID == "" {
-		errs = append(errs, errors.New("--leader-election-id must not be empty with --leader-elect"))
-	}
-	// As the secret-syncer's: a leader gives up RenewDeadline after its last failed retry; a
-	// standby takes over LeaseDuration after the last renewal: the first must come first, or
-	// two replicas copy and delete at once. client-go also wants RenewDeadline > 1.2 × RetryPeriod.
-	if o.LeaderElection && (o.RetryPeriod <= 0 || float64(o.RenewDeadline) <= 1.2*float64(o.RetryPeriod) || o.LeaseDuration <= o.RenewDeadline+o.RetryPeriod) {
-		errs = append(errs, fmt.Errorf("--leader-elect-lease-duration (%s) must exceed --leader-elect-renew-deadline (%s) + --leader-elect-retry-period (%s), and the renew deadline 1.2 × the retry period > 0",
-			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
+	if err := o.ValidateFlags(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -124,15 +124,8 @@ holding the credentials of the entries the webhook rewrites pods to.`,
 	f.IntVar(&opts.Workers, "workers", 16, "concurrent applies")
 	f.DurationVar(&opts.FallbackDelay, "fallback-delay", syncer.DefaultFallbackDelay,
 		"window in which the pod changes of one routing resource collapse into one update of its live fallbacks (status.activeFallbacks): at most one status write per resource per window")
-	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", `address serving /metrics; "0" turns it off`)
-	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `address serving /healthz and /readyz; "0" turns it off`)
-	f.BoolVar(&opts.LeaderElection, "leader-elect", false, "elect a leader through a Lease, for more than one replica")
-	f.StringVar(&opts.LeaderElectionID, "leader-election-id", syncer.DefaultLeaderElectionID, "name of the leader election Lease")
-	f.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second,
-		"how long a standby waits, after the leader's last renewal, to take over")
-	f.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second,
-		"how long the leader retries renewing before it gives up and exits: the longest API server outage it rides out")
-	f.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "wait between two attempts to acquire or renew")
+	// --metrics-bind-address, --health-probe-bind-address and --leader-elect*: internal/ctrlkit.
+	opts.BindFlags(f, syncer.DefaultLeaderElectionID)
 	opts.Providers.bind(f)
 	opts.Missed.bind(f)
 	f.DurationVar(&opts.ProviderRenewFloor, "provider-renew-floor", time.Minute,
@@ -183,15 +176,8 @@ func (o *Options) validate() error {
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
 	}
-	if o.LeaderElection && o.LeaderElectionID == "" {
-		errs = append(errs, errors.New("--leader-election-id must not be empty with --leader-elect"))
-	}
-	// A leader gives up RenewDeadline after its last failed retry (RetryPeriod after its last
-	// renewal); a standby takes over LeaseDuration after that renewal: the first must come
-	// first, or two replicas write at once. client-go also wants RenewDeadline > 1.2 × RetryPeriod.
-	if o.LeaderElection && (o.RetryPeriod <= 0 || float64(o.RenewDeadline) <= 1.2*float64(o.RetryPeriod) || o.LeaseDuration <= o.RenewDeadline+o.RetryPeriod) {
-		errs = append(errs, fmt.Errorf("--leader-elect-lease-duration (%s) must exceed --leader-elect-renew-deadline (%s) + --leader-elect-retry-period (%s), and the renew deadline 1.2 × the retry period > 0",
-			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
+	if err := o.ValidateFlags(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.ProviderRenewFloor <= 0 {
 		errs = append(errs, fmt.Errorf("--provider-renew-floor must be positive, got %s", o.ProviderRenewFloor))

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/enix/kuik/internal/benchutil"
+	"github.com/enix/kuik/internal/ctrlkit"
 	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/internal/syncer"
@@ -138,7 +139,7 @@ func (b *bench) startSyncer(ctx context.Context) *inProcSyncer {
 				Debounce:                 *flagDebounce,
 				ResyncPeriod:             *flagResync,
 			},
-			MetricsBindAddress: "0",
+			ManagerOptions: ctrlkit.ManagerOptions{MetricsBindAddress: "0"},
 		})
 	}()
 	return sy

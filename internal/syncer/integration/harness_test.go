@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/enix/kuik/internal/ctrlkit"
 	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/syncer"
 	"github.com/enix/kuik/internal/testenv"
@@ -129,8 +130,7 @@ func syncerConfig() *syncer.Options {
 			StatusDelay:              100 * time.Millisecond,
 			ResyncPeriod:             time.Hour,
 		},
-		MetricsBindAddress:     "0",
-		HealthProbeBindAddress: "0",
+		ManagerOptions: ctrlkit.ManagerOptions{MetricsBindAddress: "0", HealthProbeBindAddress: "0"},
 	}
 }
 
