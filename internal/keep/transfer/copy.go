@@ -575,22 +575,31 @@ func (c *copier) copyBlobs(ctx context.Context, blobs map[v1.Hash]v1.Descriptor)
 }
 
 // copyBlob HEADs the blob at the destination, mounts it from the source repository when both
-// are on one registry, else from a sibling repository Options.Mounts knows, else streams it
-// from the source; a blob that moves no byte for StallTimeout is abandoned. A registry that
-// does not mount answers the mount with an upload session, and the blob is streamed into it.
+// are on one registry, else from a sibling repository Options.Mounts knows once the source
+// has answered a HEAD of it, else streams it from the source; a blob that moves no byte for
+// StallTimeout is abandoned. A registry that does not mount answers the mount with an upload
+// session, and the blob is streamed into it; a refused sibling mount is retried as an upload.
 func (c *copier) copyBlob(ctx context.Context, d v1.Descriptor) error {
 	wd, bctx := newWatchdog(ctx, c.opts.StallTimeout)
 	defer wd.stop()
 	srcRef := c.src.Context().Digest(d.Digest.String())
 	b := &blob{c: c, ctx: bctx, ref: srcRef, desc: d, wd: wd}
 	var layer v1.Layer = b
+	var sibling *name.Repository
 	if c.sameOrigin {
 		layer = &remote.MountableLayer{Layer: b, Reference: srcRef}
-	} else if from, ok := c.opts.Mounts.Lookup(c.dst.Context(), d.Digest); ok {
+	} else if from, ok := c.opts.Mounts.Lookup(c.dst.Context(), d.Digest); ok && c.sourceServes(bctx, srcRef) {
 		// go-containerregistry adds pull on from to the push token's scopes.
+		sibling = &from
 		layer = &remote.MountableLayer{Layer: b, Reference: from.Digest(d.Digest.String())}
 	}
 	err := stallCause(bctx, c.pusher.Upload(bctx, c.dst.Context(), layer))
+	if err != nil && sibling != nil && b.sourceErr() == nil && !errors.Is(err, errStalled) && bctx.Err() == nil {
+		// A token server may refuse pull on the sibling rather than grant less: forget the
+		// sibling and upload the blob from the source.
+		c.opts.Mounts.Forget(*sibling, d.Digest)
+		err = stallCause(bctx, c.pusher.Upload(bctx, c.dst.Context(), b))
+	}
 	if err == nil {
 		c.opts.Mounts.Record(c.dst.Context(), d.Digest)
 		return nil
@@ -599,6 +608,19 @@ func (c *copier) copyBlob(ctx context.Context, d v1.Descriptor) error {
 		return classify(source, serr, "reading blob %s", d.Digest)
 	}
 	return classify(destination, err, "writing blob %s", d.Digest)
+}
+
+// sourceServes HEADs the blob at the source with the source credential. A sibling mount is
+// made only for a blob the source serves: a mount reads nothing from the source, and without
+// this check a manifest naming the layers of an image another mirror keeps (layer digests are
+// no secret) would copy them out of that mirror with the push credential.
+func (c *copier) sourceServes(ctx context.Context, ref name.Digest) bool {
+	l, err := c.puller.Layer(ctx, ref)
+	if err != nil {
+		return false
+	}
+	_, err = l.Size()
+	return err == nil
 }
 
 // isNotFound reports a 404 from a registry.

@@ -27,7 +27,8 @@
 //     1 + N manifest GETs for a new N-platform image, each granted by the Pacer first.
 //  5. Blobs, Options.Jobs at a time: HEAD at the destination, then a mount from the
 //     source repository when source and destination share a registry, else from a sibling
-//     destination repository that Options.Mounts knows holds the blob. A registry that does
+//     destination repository that Options.Mounts knows holds the blob, once a HEAD of the
+//     blob at the source (source credential) has answered. A registry that does
 //     not mount opens an upload session instead (202), and only then is the blob a streamed
 //     GET → PUT whose digest is verified. Every blob present or written is recorded in Mounts.
 //     Memory does not grow with layer size: BenchmarkCopyVsCrane reports the peak heap and
@@ -81,8 +82,11 @@
 // imagePullSecrets.
 //
 // A mount from a sibling repository uses the push credential: go-containerregistry adds
-// pull on the sibling to the token's scopes. A mount it refuses (401, 403) is retried as a
-// plain upload.
+// pull on the sibling to the token's scopes. A mount refused, or a token server refusing
+// that scope, is retried as a plain upload, and the sibling forgotten. A sibling mount is
+// made only for a blob the source serves to the source credential: layer digests are no
+// secret, and a public manifest naming the layers of an image another mirror keeps must not
+// get them out of the mirror.
 //
 // # Not done yet
 //

@@ -124,6 +124,44 @@ func (m *Mounts) Lookup(dst name.Repository, h v1.Hash) (name.Repository, bool) 
 	return dst.Repo(m.entries[i].repo), true
 }
 
+// Forget drops blob h if the table names repo for it: a mount from repo failed.
+func (m *Mounts) Forget(repo name.Repository, h v1.Hash) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k, ok := m.key(repo.RegistryStr(), h, false)
+	if !ok {
+		return
+	}
+	i, ok := m.index[k]
+	if !ok || m.entries[i].repo != repo.RepositoryStr() {
+		return
+	}
+	m.unlink(i)
+	delete(m.index, k)
+	// Move the last entry into the hole, so entries stays dense.
+	last := m.used - 1
+	if i != last {
+		e := m.entries[last]
+		m.entries[i] = e
+		m.index[e.key] = i
+		if e.prev >= 0 {
+			m.entries[e.prev].next = i
+		} else {
+			m.head = i
+		}
+		if e.next >= 0 {
+			m.entries[e.next].prev = i
+		} else {
+			m.tail = i
+		}
+	}
+	m.entries = m.entries[:last]
+	m.used = last
+}
+
 // key is h on registry reg; add registers a registry not seen yet.
 func (m *Mounts) key(reg string, h v1.Hash, add bool) (mountKey, bool) {
 	var k mountKey

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -371,5 +372,102 @@ func TestMountsIsBounded(t *testing.T) {
 	nilTable.Record(dst, h(1))
 	if _, ok := nilTable.Lookup(dst, h(1)); ok || nilTable.Len() != 0 {
 		t.Error("a nil table remembered a blob")
+	}
+}
+
+func TestMountsForgetDropsOnlyTheEntryNamingThatRepository(t *testing.T) {
+	m := NewMounts(4)
+	reg := name.MustParseReference("mirror.example/x:1").Context().Registry
+	h := func(i int) v1.Hash {
+		d, _, _ := v1.SHA256(strings.NewReader(strconv.Itoa(i)))
+		return d
+	}
+	for i := range 4 {
+		m.Record(reg.Repo(fmt.Sprintf("r%d", i)), h(i))
+	}
+	dst := reg.Repo("dst")
+	m.Forget(reg.Repo("elsewhere"), h(1)) // names another repository: kept
+	m.Forget(reg.Repo("r1"), h(1))
+	if _, ok := m.Lookup(dst, h(1)); ok || m.Len() != 3 {
+		t.Fatalf("after Forget: blob 1 offered %v, %d remembered; want gone and 3", ok, m.Len())
+	}
+	// The table stays whole: the others are found, two more fit, and eviction still works.
+	for _, i := range []int{0, 2, 3} {
+		if r, ok := m.Lookup(dst, h(i)); !ok || r.RepositoryStr() != fmt.Sprintf("r%d", i) {
+			t.Errorf("blob %d: %v %v", i, r, ok)
+		}
+	}
+	m.Record(reg.Repo("r4"), h(4))
+	m.Record(reg.Repo("r5"), h(5)) // evicts 0, the least recently used
+	if _, ok := m.Lookup(dst, h(0)); ok || m.Len() != 4 {
+		t.Errorf("blob 0 offered %v, %d remembered; want evicted and 4", ok, m.Len())
+	}
+}
+
+// TestASiblingMountNeedsTheSourceToServeTheBlob: layer digests are no secret. A public image
+// whose manifest names the layers of an image another repository of the mirror keeps must not
+// get them mounted: the source does not serve them, so nothing is copied.
+func TestASiblingMountNeedsTheSourceToServeTheBlob(t *testing.T) {
+	src, dst := newSide(t, "src"), newSide(t, "dst")
+	held := newRepoBlobs(src, false, nil)
+	newRepoBlobs(dst, true, nil)
+	secret := src.blob(t, "private/v", random(t, 1<<14), types.OCILayer)
+	cfg := src.blob(t, "private/v", []byte(`{"architecture":"amd64","os":"linux"}`), types.OCIConfigJSON)
+	held.add("private/v", secret.Digest.String())
+	held.add("private/v", cfg.Digest.String())
+	raw := fmt.Sprintf(`{"schemaVersion":2,"mediaType":%q,"config":%s,"layers":[%s]}`, types.OCIManifestSchema1, js(cfg), js(secret))
+	src.manifest(t, "private/v", "v1", types.OCIManifestSchema1, []byte(raw), nil)
+	// The attacker's repository holds its own config only, and names the secret layer.
+	evilCfg := src.blob(t, "evil/e", []byte(`{"architecture":"amd64","os":"linux","x":1}`), types.OCIConfigJSON)
+	held.add("evil/e", evilCfg.Digest.String())
+	raw = fmt.Sprintf(`{"schemaVersion":2,"mediaType":%q,"config":%s,"layers":[%s]}`, types.OCIManifestSchema1, js(evilCfg), js(secret))
+	src.manifest(t, "evil/e", "v1", types.OCIManifestSchema1, []byte(raw), nil)
+
+	opts := options(src, dst)
+	opts.Mounts = NewMounts(0)
+	if _, err := Copy(t.Context(), src.ref(t, "private/v:v1"), dst.ref(t, "mirror/kuik/v/app:v1"), opts); err != nil {
+		t.Fatal(err)
+	}
+	dst.front.Reset()
+	if _, err := Copy(t.Context(), src.ref(t, "evil/e:v1"), dst.ref(t, "mirror/kuik/e/app:v1"), opts); err == nil {
+		t.Fatal("a manifest naming a layer its source does not serve was copied")
+	}
+	if posts := mountPosts(dst.front); len(posts) != 0 {
+		t.Errorf("mount POSTs %v, want none", posts)
+	}
+	if _, err := remote.Head(dst.ref(t, "mirror/kuik/e/app:v1"), remote.WithAuth(dst.auth)); err == nil {
+		t.Error("the attacker's tag exists in the mirror")
+	}
+}
+
+// TestAMountTheTokenServerRefusesIsRetriedAsAnUpload: a token server that refuses pull on the
+// sibling (rather than granting less) must not block the copy.
+func TestAMountTheTokenServerRefusesIsRetriedAsAnUpload(t *testing.T) {
+	src := newSide(t, "src")
+	reg := testutil.NewRegistry(t, "", "")
+	dst := &regSide{reg: reg, front: testutil.NewFront(t, reg)}
+	dst.auth = authn.FromConfig(authn.AuthConfig{Username: "dst", Password: "pw-dst"})
+	shared, ownB := sharedImages(t, src)
+	bearer := bearerFront(dst)
+	var refused atomic.Int64
+	newRepoBlobs(dst, true, func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path == "/token" && len(r.URL.Query()["scope"]) > 1 {
+			refused.Add(1)
+			w.WriteHeader(http.StatusForbidden)
+			return true
+		}
+		return bearer(w, r)
+	})
+	opts := options(src, dst)
+	opts.Mounts = NewMounts(0)
+	res := shareTwo(t, src, dst, opts)
+	if refused.Load() == 0 {
+		t.Fatal("no token request for the sibling was refused: the test did not mount")
+	}
+	if full := ownB + shared[0].Size + shared[1].Size; res.Bytes != full {
+		t.Errorf("%d bytes copied, want the whole image's %d", res.Bytes, full)
+	}
+	if _, ok := opts.Mounts.Lookup(dst.ref(t, "mirror/kuik/c/app:v1").Context(), shared[0].Digest); !ok {
+		t.Error("the blob uploaded into b is not remembered")
 	}
 }
