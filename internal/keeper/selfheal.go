@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -64,19 +65,33 @@ func (k *Keeper) selfHeal(ctx context.Context) {
 		pullers[pk] = p
 	}
 	k.healers.keep(pullers)
+	failing := make(map[pullerKey]*atomic.Bool, len(pullers))
+	for pk := range pullers {
+		failing[pk] = new(atomic.Bool)
+	}
 	var g errgroup.Group
 	g.SetLimit(selfHealJobs)
 	for _, c := range checks {
-		p := pullers[pullerKey{mirror: c.key.mirror, insecure: c.insecure}]
+		pk := pullerKey{mirror: c.key.mirror, insecure: c.insecure}
+		p := pullers[pk]
 		if p == nil {
 			continue
 		}
 		g.Go(func() error {
-			k.heal(ctx, c, k.head(ctx, c, p))
+			r := k.head(ctx, c, p)
+			if r == headError {
+				failing[pk].Store(true)
+			}
+			k.heal(ctx, c, r)
 			return nil
 		})
 	}
 	_ = g.Wait()
+	for pk, f := range failing {
+		if f.Load() {
+			k.healers.stale(pk)
+		}
+	}
 }
 
 // pullerKey names the puller of one mirror's destinations.
@@ -88,16 +103,31 @@ type pullerKey struct {
 // healers keeps one remote.Puller per mirror from one self-heal pass to the next, so that
 // each destination repository is pinged and given a token once, not at every HEAD: an
 // unchanged resync then costs exactly one HEAD per kept tag. A puller is replaced when the
-// mirror's push credential changes, and dropped with its mirror. Only the self-heal loop
-// uses it.
+// mirror's push credential changes, after a pass where one of its HEADs failed (the
+// registry's auth may have changed), and every healerPasses passes (it holds a transport per
+// repository it ever HEADed, and repositories come and go); it is dropped with its mirror.
+// Only the self-heal loop uses it.
 type healers struct {
 	m map[pullerKey]*healer
 }
+
+// healerPasses is how many self-heal passes one puller serves: an hour at the default interval.
+const healerPasses = 60
 
 type healer struct {
 	// fingerprint is a digest of the credential the puller was made with.
 	fingerprint [sha256.Size]byte
 	p           *remote.Puller
+	// passes counts the passes served; stale is set after a failed HEAD.
+	passes int
+	stale  bool
+}
+
+// stale makes pk's puller be replaced at the next pass.
+func (h *healers) stale(pk pullerKey) {
+	if e := h.m[pk]; e != nil {
+		e.stale = true
+	}
 }
 
 // puller returns pk's puller, a new one if the credential changed.
@@ -115,7 +145,8 @@ func (h *healers) puller(ctx context.Context, pk pullerKey, creds func(context.C
 		return nil, err
 	}
 	fp := sha256.Sum256(raw)
-	if e := h.m[pk]; e != nil && e.fingerprint == fp {
+	if e := h.m[pk]; e != nil && e.fingerprint == fp && !e.stale && e.passes < healerPasses {
+		e.passes++
 		return e.p, nil
 	}
 	p, err := remote.NewPuller(remote.WithAuth(auth), remote.WithTransport(remoteTransport(rt, pk.insecure)))
@@ -125,7 +156,7 @@ func (h *healers) puller(ctx context.Context, pk pullerKey, creds func(context.C
 	if h.m == nil {
 		h.m = map[pullerKey]*healer{}
 	}
-	h.m[pk] = &healer{fingerprint: fp, p: p}
+	h.m[pk] = &healer{fingerprint: fp, p: p, passes: 1}
 	return p, nil
 }
 

@@ -93,7 +93,9 @@ func RegisterKeeper(reg prometheus.Registerer) error {
 // controller package, which the keeper does not.
 func RegisterRuntime(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{
-		collectors.NewGoCollector(),
+		// controller-runtime's own options: were its collector registered, this one would be
+		// the same (AlreadyRegisteredError), not a clash.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsAll)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
 		if err := reg.Register(c); err != nil {

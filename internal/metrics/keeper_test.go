@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 func TestRegisterRuntimeAddsHeapMetricsOnceAndToleratesASecondCall(t *testing.T) {
@@ -25,5 +26,17 @@ func TestRegisterRuntimeAddsHeapMetricsOnceAndToleratesASecondCall(t *testing.T)
 		if !found[want] {
 			t.Errorf("%s is not registered", want)
 		}
+	}
+}
+
+func TestRegisterRuntimeAfterControllerRuntimesCollectors(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	// What controller-runtime's controller package registers.
+	reg.MustRegister(
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsAll)),
+	)
+	if err := RegisterRuntime(reg); err != nil {
+		t.Fatal(err)
 	}
 }
