@@ -598,7 +598,9 @@ func TestSelfHealSendsOnlyHeadsOnceEachRepositoryIsKnown(t *testing.T) {
 	f.waitKept("src.test/app:1", srcDigest(t, f.src, "app:1"))
 	f.waitKept("src.test/web:2", srcDigest(t, f.src, "web:2"))
 	// Let one self-heal pass over both tags make its puller, then count from a clean log.
-	present := func() float64 { return promtest.ToFloat64(metrics.KeeperSelfHealChecks.WithLabelValues(string(headPresent))) }
+	present := func() float64 {
+		return promtest.ToFloat64(metrics.KeeperSelfHealChecks.WithLabelValues(string(headPresent)))
+	}
 	base := present()
 	testutil.Eventually(t, 10*time.Second, "a first self-heal pass", func(context.Context) error {
 		if n := present() - base; n < 2 {
