@@ -130,7 +130,7 @@ func TestConditionsBounds(t *testing.T) {
 		},
 		"excludeImages too costly for every container": {cov: costly, reason: ReasonTooCostly, prefix: "the condition's cost ("},
 		"a smaller cost budget": {
-			cov: many(1), lim: func(l *Limits) { l.CostBudget = 50_000 }, reason: ReasonTooCostly, prefix: "the condition's cost (",
+			cov: many(1), lim: func(l *Limits) { l.CostBudget = 30_000 }, reason: ReasonTooCostly, prefix: "the condition's cost (",
 		},
 	}
 	for name, tc := range cases {

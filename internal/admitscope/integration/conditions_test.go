@@ -47,6 +47,12 @@ type resourceSet struct {
 
 func (s *resourceSet) path() string { return "/" + s.name }
 
+// measured: the set's webhook is sent only pods with its measureLabel (its objectSelector), so
+// that a measure fails on its own expression, not on another set's.
+func (s *resourceSet) measured() bool { return strings.HasPrefix(s.name, "measure") }
+
+func (s *resourceSet) measureLabel() string { return "kuik-test.example/" + s.name }
+
 func alternatives() []v1alpha1.ImageAlternative {
 	b := testutil.NewImageAlternative
 	return []v1alpha1.ImageAlternative{
@@ -72,6 +78,13 @@ func mostExcluded() v1alpha1.ImageMirror {
 func resourceSets() []*resourceSet {
 	costly := admitscope.DefaultLimits()
 	costly.CostBudget = 1_000_000 // the API server's own limit: an estimate too low fails there
+	// excludesAll excludes every image with the longest pattern of the sets, and a budget that
+	// bounds no pod: the API server's own limit is what stops the expression.
+	excludesAll := mostExcluded()
+	excludesAll.Name = "excludes-all"
+	excludesAll.Spec.ExcludeImages = append(excludesAll.Spec.ExcludeImages, "**")
+	unbounded := admitscope.DefaultLimits()
+	unbounded.CostBudget = 1 << 40
 	var large []v1alpha1.ImageAlternative
 	for i := range 560 {
 		large = append(large, testutil.NewImageAlternative(fmt.Sprintf("large-%04d", i)).
@@ -85,6 +98,8 @@ func resourceSets() []*resourceSet {
 		{name: "catch-all", alternatives: alternatives(), mirrors: []v1alpha1.ImageMirror{testutil.NewImageMirror("all", "mirror.local/all/").Build()}},
 		{name: "cost", mirrors: []v1alpha1.ImageMirror{mostExcluded()}, limits: costly},
 		{name: "large", alternatives: large},
+		{name: "measure", mirrors: []v1alpha1.ImageMirror{excludesAll}, limits: unbounded},
+		{name: "measure-alternatives", alternatives: alternatives(), limits: unbounded},
 	}
 }
 
@@ -105,6 +120,7 @@ func corpus() []string {
 		"mirror.local/mm/x", "mirror.local/all/quay.io/acme/foo", "127.0.0.1:5000/x", "[::1]:5000/x", "192.168.1.1/x",
 		"alpine", "busybox", "docker.io/alpine", "foo/bar", "foo/bar/baz",
 		"INDEX.DOCKER.IO/legacy", "legacy", "quay.io/gone/app", "quay.io/kept/app", "registry.example.net/team-0042/app",
+		"registry.example.org/acme.example.com/app", "gcr.io/a.example.com/app",
 	}
 	var out []string
 	for _, b := range bases {
@@ -141,7 +157,7 @@ func TestMatchConditions(t *testing.T) {
 				pod := podWith(fmt.Sprintf("p%03d-%s", i, kind), kind, image)
 				createDryRun(t, cs, pod)
 				for _, s := range sets {
-					if s.name == "large" || s.name == "cost" {
+					if s.name == "large" || s.name == "cost" || s.measured() {
 						continue
 					}
 					covers := goCovers(t, s.ix, pod)
@@ -189,6 +205,9 @@ func TestMatchConditions(t *testing.T) {
 			createDryRun(t, cs, p)
 		}
 		for _, s := range sets {
+			if s.measured() {
+				continue
+			}
 			if !rec.sent(s.path(), "annotated", "CREATE", "") || !rec.sent(s.path(), "labelled", "CREATE", "") {
 				t.Errorf("set %s: a pod with a kuik.enix.io/ annotation or label was not sent", s.name)
 			}
@@ -215,6 +234,9 @@ func TestMatchConditions(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, s := range sets {
+			if s.measured() {
+				continue
+			}
 			if !rec.sent(s.path(), pod.Name, "UPDATE", "ephemeralcontainers") {
 				t.Errorf("set %s: the ephemeral container update was not sent", s.name)
 			}
@@ -250,6 +272,29 @@ func TestMatchConditions(t *testing.T) {
 		}
 		t.Logf("%d containers of %d-byte images, %d labels and annotations of 317-byte keys: estimated cost %d, under %d",
 			n, len(image), len(worst.Labels), s.result.Cost, s.limits.CostBudget)
+	})
+
+	t.Run("the estimated cost of a container bounds the API server's", func(t *testing.T) {
+		// The API server stops an expression past this cost (PerCallLimit).
+		const limit = 1_000_000
+		for _, name := range []string{"measure", "measure-alternatives"} {
+			s := setNamed(sets, name)
+			images := map[string]string{
+				"a familiar name":         strings.Repeat("a", s.limits.MaxImageBytes-len(":debug")) + ":debug",
+				"an upper-case host":      strings.Repeat("A", 250) + "/" + strings.Repeat("a", s.limits.MaxImageBytes-251-len(":debug")) + ":debug",
+				"index.docker.io's names": "index.docker.io/" + strings.Repeat("a", s.limits.MaxImageBytes-16-len(":debug")) + ":debug",
+			}
+			for what, image := range images {
+				n := mostContainers(t, cs, rec, s, image)
+				// n containers fit, n+1 do not: the cost of one is over (limit - the rest)/(n+1).
+				// The rest (the request, no labels, the lists) is far under 1,000.
+				floor := (limit - 1000) / int64(n+1)
+				t.Logf("set %s, %s: %d containers within the limit; a container costs %d to %d, estimated %d", s.name, what, n, floor, limit/int64(n), s.result.ContainerCost)
+				if s.result.ContainerCost < floor {
+					t.Errorf("set %s, %s: the estimate %d is under the API server's cost, at least %d", s.name, what, s.result.ContainerCost, floor)
+				}
+			}
+		}
 	})
 
 	t.Run("a large expression is accepted and filters", func(t *testing.T) {
@@ -327,6 +372,12 @@ func install(t *testing.T, rec *recorder, sets []*resourceSet) {
 		name := fmt.Sprintf("sentinel-%d", n)
 		p := podWith(name, "main", baseImage)
 		p.Annotations = map[string]string{"kuik.enix.io/sentinel": "true"}
+		p.Labels = map[string]string{}
+		for _, s := range sets {
+			if s.measured() {
+				p.Labels[s.measureLabel()] = ""
+			}
+		}
 		if _, err := cs.CoreV1().Pods(namespace).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 			return false, err
 		}
@@ -359,6 +410,9 @@ func webhookConfiguration(t *testing.T, chart *unstructured.Unstructured, s *res
 	}
 	if conds != nil {
 		h["matchConditions"] = conds
+	}
+	if s.measured() {
+		h["objectSelector"] = map[string]any{"matchExpressions": []any{map[string]any{"key": s.measureLabel(), "operator": "Exists"}}}
 	}
 	if err := unstructured.SetNestedSlice(o.Object, hooks, "webhooks"); err != nil {
 		t.Fatal(err)
@@ -435,4 +489,47 @@ func longKeys(n int) map[string]string {
 		out[prefix+"/"+fmt.Sprintf("%s%04d", strings.Repeat("k", 59), i)] = ""
 	}
 	return out
+}
+
+// mostContainers is the most containers of image a pod may have before the API server stops
+// the set's expression at its cost limit (failurePolicy Fail: the request fails).
+func mostContainers(t *testing.T, cs kubernetes.Interface, rec *recorder, s *resourceSet, image string) int {
+	t.Helper()
+	fits := func(n int) bool {
+		pod := podWith(s.name, "main", image)
+		pod.Labels = map[string]string{s.measureLabel(): ""}
+		pod.Spec.Containers = nil
+		for i := range n {
+			pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: fmt.Sprintf("c%d", i), Image: image})
+		}
+		_, err := cs.CoreV1().Pods(namespace).Create(t.Context(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		switch {
+		case err == nil:
+			if !rec.sent(s.path(), s.name, "CREATE", "") {
+				return true
+			}
+			t.Fatalf("set %s: a pod of %s was sent: the measure needs one the expression evaluates to the end", s.name, image)
+		case strings.Contains(err.Error(), "cost"):
+			return false
+		}
+		t.Fatalf("%d containers: %v", n, err)
+		return false
+	}
+	lo, hi := 1, 1024
+	if !fits(lo) {
+		t.Fatal("one container is over the limit")
+	}
+	for fits(hi) {
+		if lo, hi = hi, 2*hi; hi > 4096 {
+			t.Fatal("4096 containers within the limit: the expression costs little, measure with longer images")
+		}
+	}
+	for hi-lo > 1 {
+		if mid := (lo + hi) / 2; fits(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }
