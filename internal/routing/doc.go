@@ -62,4 +62,5 @@
 //	authpath.go     an entry's auths key there, and its lookup path in its secretRef Secret
 //	limits.go       the bounds on a pod's labels and on kuik's records on a pod
 //	clusterid.go    ValidateClusterID, ClusterTag, IsClusterTag: a cluster's tags in a mirror
+//	coverage.go     Index.Coverage: what the resources can cover, for the webhook's matchConditions
 package routing
