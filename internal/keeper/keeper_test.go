@@ -423,6 +423,13 @@ func TestPrivateSourceUnderDenyIsNeverPushed(t *testing.T) {
 	f.start()
 	f.pass()
 
+	f.waitDenied(t, "a private source")
+}
+
+// waitDenied waits for the one AuthRequired failure in status, and checks that what (a private
+// source under Deny) was neither asked anything nor pushed.
+func (f *fixture) waitDenied(t *testing.T, what string) {
+	t.Helper()
 	testutil.Eventually(t, 10*time.Second, "an AuthRequired failure in status", func(context.Context) error {
 		st, _ := f.report.last("keep")
 		if len(st.Failures) != 1 || st.Failures[0].Reason != v1alpha1.KeepAuthRequired {
@@ -431,10 +438,10 @@ func TestPrivateSourceUnderDenyIsNeverPushed(t *testing.T) {
 		return nil
 	})
 	if n := writes(f.dstFront.Requests()); n != 0 {
-		t.Fatalf("%d writes to the destination for a private source under Deny", n)
+		t.Fatalf("%d writes to the destination for %s under Deny", n, what)
 	}
 	if n := len(f.srcFront.Requests()); n != 0 {
-		t.Fatalf("%d requests to a private source under Deny", n)
+		t.Fatalf("%d requests to %s under Deny", n, what)
 	}
 }
 
@@ -494,19 +501,7 @@ func TestPrivateProviderSourceUnderDenyIsNeverPushed(t *testing.T) {
 	f.start()
 	f.pass()
 
-	testutil.Eventually(t, 10*time.Second, "an AuthRequired failure in status", func(context.Context) error {
-		st, _ := f.report.last("keep")
-		if len(st.Failures) != 1 || st.Failures[0].Reason != v1alpha1.KeepAuthRequired {
-			return fmt.Errorf("status %+v", st)
-		}
-		return nil
-	})
-	if n := writes(f.dstFront.Requests()); n != 0 {
-		t.Fatalf("%d writes to the destination for a private provider source under Deny", n)
-	}
-	if n := len(f.srcFront.Requests()); n != 0 {
-		t.Fatalf("%d requests to a private provider source under Deny", n)
-	}
+	f.waitDenied(t, "a private provider source")
 }
 
 // Under Allow, a provider entry's source is kept verbatim with the credential the syncer
@@ -802,10 +797,8 @@ func TestAStatusWriteHeldBackIsWrittenLater(t *testing.T) {
 func TestHealersMakeANewPullerWhenThePushCredentialChanges(t *testing.T) {
 	var h healers
 	pk := pullerKey{mirror: "m"}
-	cred := func(pw string) func(context.Context) (authn.Authenticator, error) {
-		return func(context.Context) (authn.Authenticator, error) {
-			return authn.FromConfig(authn.AuthConfig{Username: "pusher", Password: pw}), nil
-		}
+	cred := func(pw string) authn.Authenticator {
+		return authn.FromConfig(authn.AuthConfig{Username: "pusher", Password: pw})
 	}
 	a, err := h.puller(t.Context(), pk, cred("one"), nil)
 	if err != nil {

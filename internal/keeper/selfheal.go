@@ -56,7 +56,11 @@ func (k *Keeper) selfHeal(ctx context.Context) {
 		if _, ok := pullers[pk]; ok || failed[pk.mirror] {
 			continue
 		}
-		p, err := k.healers.puller(ctx, pk, func(ctx context.Context) (authn.Authenticator, error) { return k.deps.Creds.Push(ctx, c.spec) }, k.transport)
+		auth, err := k.deps.Creds.Push(ctx, c.spec)
+		var p *remote.Puller
+		if err == nil {
+			p, err = k.healers.puller(ctx, pk, auth, k.transport)
+		}
 		if err != nil {
 			log.FromContext(ctx).Error(err, "self-heal: the push credential", "mirror", c.key.mirror)
 			failed[pk.mirror] = true
@@ -131,11 +135,7 @@ func (h *healers) stale(pk pullerKey) {
 }
 
 // puller returns pk's puller, a new one if the credential changed.
-func (h *healers) puller(ctx context.Context, pk pullerKey, creds func(context.Context) (authn.Authenticator, error), rt http.RoundTripper) (*remote.Puller, error) {
-	auth, err := creds(ctx)
-	if err != nil {
-		return nil, err
-	}
+func (h *healers) puller(ctx context.Context, pk pullerKey, auth authn.Authenticator, rt http.RoundTripper) (*remote.Puller, error) {
 	cfg, err := authn.Authorization(ctx, auth)
 	if err != nil {
 		return nil, err
