@@ -2,10 +2,12 @@
 // routing resources: CEL expressions the API server evaluates before it calls the webhook, so
 // that a pod no resource can cover is admitted without a call.
 //
-// It is pure (no client, no clock) and not wired yet: the secret-syncer's leader is to
-// server-side-apply what [Conditions] returns on the MutatingWebhookConfiguration, with its
-// own field manager, widening before a resource starts routing and narrowing only after one
-// stopped.
+// [Conditions] is pure (no client, no clock). [Apply] server-side-applies its result on the
+// MutatingWebhookConfiguration with its own field manager, owning matchConditions only; the
+// secret-syncer's leader calls it (--match-conditions-of, chart value
+// webhook.mutating.matchConditions) after each change of a routing resource and at each
+// resync. A resource created or widened reaches the condition after that write: a pod
+// created in between may be admitted unrouted (docs/guides/admission-scope.md, Limits).
 //
 // # What is sent
 //
@@ -40,4 +42,5 @@
 //	conditions.go   Conditions, ForCoverage, Result, Reason, Limits: the expression and its bounds
 //	canonical.go    canonicalName and its CEL twin: an image's normalized, lowered repository
 //	glob.go         excludeImages globs as RE2 expressions that never match more than the glob
+//	apply.go        Apply: the conditions written on the webhook, their field manager
 package admitscope

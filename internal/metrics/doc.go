@@ -66,6 +66,9 @@
 //     recreateStuckPods, result "deleted", "error", "rate-limited", "in-flight" or
 //     "disruption-budget".
 //   - kuik_secret_syncer_fallback_pods{kind,name}: live pods the resource routes away now.
+//   - kuik_secret_syncer_match_conditions{reason}: 1 on the reason of the pod webhook's
+//     matchConditions last applied (--match-conditions-of), 0 on the others.
+//   - kuik_secret_syncer_match_conditions_applies_total{result}: their server-side applies.
 //
 // # keeper (keeper.go)
 //

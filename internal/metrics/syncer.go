@@ -133,6 +133,21 @@ var FallbackPods = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Help: "Live pods routed away from their original image by a routing resource, by its kind and name.",
 }, []string{"kind", "name"})
 
+// MatchConditions is what the pod webhook's matchConditions, written by the syncer's leader,
+// do now: 1 on the current reason (Filtered, CatchAllMirror, ExpressionTooLarge,
+// ExpressionTooCostly, UnsafeEntry), 0 on the others seen.
+var MatchConditions = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "kuik_secret_syncer_match_conditions",
+	Help: "1 on the reason of the pod webhook's matchConditions the leader last applied (Filtered sends only the pods a resource may cover; the others send every pod), 0 on the others.",
+}, []string{"reason"})
+
+// MatchConditionsApplies counts server-side applies of the pod webhook's matchConditions by
+// result (success, error).
+var MatchConditionsApplies = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "kuik_secret_syncer_match_conditions_applies_total",
+	Help: "Server-side applies of the pod webhook's matchConditions, by result (success, error).",
+}, []string{"result"})
+
 // ObservePluginRun records one plugin execution (credentialprovider.Options.Observe).
 func ObservePluginRun(provider, result string, d time.Duration) {
 	ProviderPluginRuns.WithLabelValues(provider, result).Inc()
@@ -145,7 +160,7 @@ func SyncerCollectors() []prometheus.Collector {
 		SyncerApplies, SyncerApplyDuration, SyncerAppliesSkipped, SyncerPairs,
 		SyncerInjectionFailures, SyncerQueueDepth, SyncerStatusUpdates, SyncerRetentionWrites,
 		ProviderPluginRuns, ProviderExecDuration, ProviderRenewals, ProviderCredentialExpiry, ProviderSecretBytes, ProviderSecretLeftOut, ProviderSecretWrites,
-		MissedPulls, StuckPodsRecreated, FallbackPods,
+		MissedPulls, StuckPodsRecreated, FallbackPods, MatchConditions, MatchConditionsApplies,
 	}
 }
 

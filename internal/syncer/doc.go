@@ -116,6 +116,7 @@
 //	cache.go                      the narrow informer caches and the pod transform
 //	render.go                     the render command: the Secrets for a snapshot
 //	run.go                        the manager: leader election, metrics, health probes
+//	scope.go                      the pod webhook's matchConditions, kept in step (--match-conditions-of)
 //
 // The package never talks to a registry. With [Options].MissedPulls, [NewManager] also runs the
 // missed-pull controller of internal/missedpulls on the leader, which does (it decides as the

@@ -30,6 +30,10 @@ type Options struct {
 	// MissedPulls, when set, runs the missed-pull controller on the leader (internal/missedpulls);
 	// its ClusterResourceNamespace and ClusterID are the syncer's.
 	MissedPulls *missedpulls.Options
+	// MatchConditionsOf names the MutatingWebhookConfiguration whose pod webhook's
+	// matchConditions the leader keeps in step with the routing resources
+	// (internal/admitscope); empty leaves them alone.
+	MatchConditionsOf string
 }
 
 // missedPullOptions is the missed-pull controller's configuration, nil when it is off. Its
@@ -109,6 +113,18 @@ func newManager(ctx context.Context, restConfig *rest.Config, opts Options) (man
 		leaders.watcher = &tracked{leaderRunnable: missedpulls.New(*mp, mgr.GetCache(), cs, recorder), done: make(chan struct{})}
 		if err := mgr.Add(leaders.watcher); err != nil {
 			return nil, nil, fmt.Errorf("adding the missed-pull controller: %w", err)
+		}
+	}
+	if opts.MatchConditionsOf != "" {
+		cfg := opts.Config
+		cfg.defaults()
+		w := &scopeWriter{
+			cache: mgr.GetCache(), cs: cs, config: opts.MatchConditionsOf,
+			debounce: cfg.Debounce, resync: cfg.ResyncPeriod, retry: time.Second,
+			log: mgr.GetLogger().WithName("match-conditions"),
+		}
+		if err := mgr.Add(w); err != nil {
+			return nil, nil, fmt.Errorf("adding the matchConditions writer: %w", err)
 		}
 	}
 	leaders.ctrl = &trackedController{Controller: ctrl, done: make(chan struct{})}

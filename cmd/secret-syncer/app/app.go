@@ -122,6 +122,8 @@ holding the credentials of the entries the webhook rewrites pods to.`,
 	f.DurationVar(&opts.ResyncPeriod, "resync-period", 10*time.Minute, "how often every Secret is applied again, restoring those deleted or edited")
 	f.DurationVar(&opts.Debounce, "debounce", 200*time.Millisecond, "window in which the events of one (resource, namespace) pair collapse into one apply")
 	f.IntVar(&opts.Workers, "workers", 16, "concurrent applies")
+	f.StringVar(&opts.MatchConditionsOf, "match-conditions-of", "",
+		"MutatingWebhookConfiguration whose pod webhook's matchConditions the leader keeps in step with the routing resources, so that pods no resource may cover are admitted without a call; empty: off")
 	f.DurationVar(&opts.FallbackDelay, "fallback-delay", syncer.DefaultFallbackDelay,
 		"window in which the pod changes of one routing resource collapse into one update of its live fallbacks (status.activeFallbacks): at most one status write per resource per window")
 	// --metrics-bind-address, --health-probe-bind-address and --leader-elect*: internal/ctrlkit.

@@ -364,6 +364,13 @@ func install(t *testing.T, rec *recorder, sets []*resourceSet) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// failurePolicy Fail and a recorder that stops with the test: the next test's pods must
+	// not reach these configurations.
+	t.Cleanup(func() {
+		for _, o := range objs {
+			_ = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), o.GetName(), metav1.DeleteOptions{})
+		}
+	})
 	// The API server's webhook informer takes a moment: a pod kuik's annotation sends
 	// everywhere shows when every configuration is in force.
 	n := 0

@@ -84,8 +84,12 @@ func setup() env {
 }
 
 // chartValues are the chart values the syncer's RBAC is rendered with: the defaults and
-// syncer.missedPulls.enabled (off by default), which the missed-pull tests need.
-var chartValues = map[string]any{"syncer": map[string]any{"missedPulls": map[string]any{"enabled": true}}}
+// syncer.missedPulls.enabled and webhook.mutating.matchConditions (off by default), which the
+// missed-pull and matchConditions tests need.
+var chartValues = map[string]any{
+	"syncer":  map[string]any{"missedPulls": map[string]any{"enabled": true}},
+	"webhook": map[string]any{"mutating": map[string]any{"matchConditions": true}},
+}
 
 // installRBAC applies what the chart ships for the syncer: its ServiceAccount, ClusterRole,
 // Role in the cluster resource namespace and their bindings, so the tests prove the chart's

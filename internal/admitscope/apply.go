@@ -1,0 +1,56 @@
+package admitscope
+
+import (
+	"context"
+	"fmt"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	acv1 "k8s.io/client-go/applyconfigurations/admissionregistration/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// FieldManager is the field manager [Apply] writes with. It owns the webhook's
+// matchConditions and nothing else, so that `helm upgrade` (which never renders them) and
+// the applier never undo each other's fields.
+const FieldManager = "kuik-admitscope"
+
+// WebhookName is the name of kuik's pod webhook in the chart's MutatingWebhookConfiguration.
+const WebhookName = "pods.kuik.enix.io"
+
+// Apply server-side-applies res's conditions on the webhook named webhook of the
+// MutatingWebhookConfiguration config, with [FieldManager]: its matchConditions become
+// res.Conditions, and none when res sends every pod. Every other field stays its owner's.
+//
+// It never creates the configuration or the webhook: a missing one is an error, and
+// nothing is written.
+func Apply(ctx context.Context, c kubernetes.Interface, config, webhook string, res Result) error {
+	cur, err := c.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, config, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("matchConditions of %s: %w", config, err)
+	}
+	if !hasWebhook(cur, webhook) {
+		return fmt.Errorf("matchConditions of %s: no webhook %s in it", config, webhook)
+	}
+	hook := acv1.MutatingWebhook().WithName(webhook)
+	for _, mc := range res.Conditions {
+		hook.WithMatchConditions(acv1.MatchCondition().WithName(mc.Name).WithExpression(mc.Expression))
+	}
+	// The UID precondition: a configuration deleted and made again since the Get is not
+	// written (an apply would otherwise create a configuration of this one webhook).
+	ac := acv1.MutatingWebhookConfiguration(config).WithUID(cur.UID).WithWebhooks(hook)
+	_, err = c.AdmissionregistrationV1().MutatingWebhookConfigurations().Apply(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	if err != nil {
+		return fmt.Errorf("matchConditions of %s, webhook %s: %w", config, webhook, err)
+	}
+	return nil
+}
+
+func hasWebhook(c *admissionregistrationv1.MutatingWebhookConfiguration, name string) bool {
+	for i := range c.Webhooks {
+		if c.Webhooks[i].Name == name {
+			return true
+		}
+	}
+	return false
+}
