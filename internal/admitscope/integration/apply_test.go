@@ -90,7 +90,7 @@ func TestApply(t *testing.T) {
 		var owned string
 		for _, mf := range cur.ManagedFields {
 			if mf.Manager == admitscope.FieldManager {
-				owned = string(mf.FieldsV1.Raw)
+				owned = mf.FieldsV1.GetRawString()
 			}
 		}
 		if !strings.Contains(owned, `"f:matchConditions"`) {
