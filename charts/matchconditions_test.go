@@ -8,12 +8,13 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	syncerapp "github.com/enix/kuik/cmd/secret-syncer/app"
+	webhookapp "github.com/enix/kuik/cmd/webhook/app"
 	"github.com/enix/kuik/internal/admitscope"
 )
 
 // webhook.mutating.matchConditions: the secret-syncer is told the chart's own
-// MutatingWebhookConfiguration, and may get and patch that one only; off by default, with
-// neither the flag nor the right. The chart never renders matchConditions itself: helm and
+// MutatingWebhookConfiguration, and may get and patch that one only, and the webhook is run
+// with --match-conditions-gate; off by default, with neither the flags nor the right. The chart never renders matchConditions itself: helm and
 // the syncer's field manager would fight over them.
 func TestMatchConditionsFlagAndRight(t *testing.T) {
 	for _, on := range []bool{false, true} {
@@ -45,6 +46,20 @@ func TestMatchConditionsFlagAndRight(t *testing.T) {
 		}
 		if s.MatchConditionsOf != want {
 			t.Errorf("matchConditions %v: --match-conditions-of %q, want %q", on, s.MatchConditionsOf, want)
+		}
+
+		// The webhook routes with a resource only once the syncer marked it PodsSent.
+		var w webhookapp.Options
+		wcmd := webhookapp.NewCommand(
+			func(_ context.Context, o webhookapp.Options) error { w = o; return nil },
+			func(context.Context, webhookapp.CandidatesOptions) error { return nil },
+		)
+		wcmd.SetArgs(deployments(t, r)["kuik-webhook"].Spec.Template.Spec.Containers[0].Args)
+		if err := wcmd.ExecuteContext(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if w.MatchConditionsGate != on {
+			t.Errorf("matchConditions %v: the webhook's --match-conditions-gate is %v", on, w.MatchConditionsGate)
 		}
 
 		cluster, _ := rulesOf(t, r, "kuik-secret-syncer")

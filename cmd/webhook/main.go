@@ -59,6 +59,7 @@ func serve(ctx context.Context, o app.Options) error {
 		HealthProbeBindAddress:   o.HealthProbeBindAddress,
 		CredentialProviders:      o.CredentialProviders,
 		ClusterID:                o.ClusterID,
+		MatchConditionsGate:      o.MatchConditionsGate,
 	})
 }
 

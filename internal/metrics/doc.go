@@ -27,6 +27,8 @@
 //   - kuik_webhook_digest_pins_total{result}: containers routed to a pinDigest resource, result
 //     "pinned" or "no-digest" (the probe saw no digest; the candidate was passed over).
 //   - kuik_webhook_routing_resources: routing resources in the webhook's index.
+//   - kuik_webhook_routing_resources_waiting: resources whose latest generation it does not
+//     route with yet (--match-conditions-gate, no PodsSent at that generation).
 //
 // # secret-syncer (syncer.go)
 //
@@ -69,6 +71,8 @@
 //   - kuik_secret_syncer_match_conditions{reason}: 1 on the reason of the pod webhook's
 //     matchConditions last applied (--match-conditions-of), 0 on the others.
 //   - kuik_secret_syncer_match_conditions_applies_total{result}: their server-side applies.
+//   - kuik_secret_syncer_pods_sent_writes_total{result}: writes of the resources' PodsSent
+//     condition.
 //
 // # keeper (keeper.go)
 //

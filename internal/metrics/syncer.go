@@ -148,6 +148,13 @@ var MatchConditionsApplies = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Server-side applies of the pod webhook's matchConditions, by result (success, error).",
 }, []string{"result"})
 
+// PodsSentWrites counts the leader's writes of a routing resource's PodsSent condition, by
+// result (success, error).
+var PodsSentWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "kuik_secret_syncer_pods_sent_writes_total",
+	Help: "Writes of a routing resource's PodsSent condition (its generation is covered by the pod webhook's matchConditions), by result (success, error).",
+}, []string{"result"})
+
 // ObservePluginRun records one plugin execution (credentialprovider.Options.Observe).
 func ObservePluginRun(provider, result string, d time.Duration) {
 	ProviderPluginRuns.WithLabelValues(provider, result).Inc()
@@ -160,7 +167,7 @@ func SyncerCollectors() []prometheus.Collector {
 		SyncerApplies, SyncerApplyDuration, SyncerAppliesSkipped, SyncerPairs,
 		SyncerInjectionFailures, SyncerQueueDepth, SyncerStatusUpdates, SyncerRetentionWrites,
 		ProviderPluginRuns, ProviderExecDuration, ProviderRenewals, ProviderCredentialExpiry, ProviderSecretBytes, ProviderSecretLeftOut, ProviderSecretWrites,
-		MissedPulls, StuckPodsRecreated, FallbackPods, MatchConditions, MatchConditionsApplies,
+		MissedPulls, StuckPodsRecreated, FallbackPods, MatchConditions, MatchConditionsApplies, PodsSentWrites,
 	}
 }
 

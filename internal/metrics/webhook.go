@@ -83,11 +83,19 @@ var (
 		Name: "kuik_webhook_routing_resources",
 		Help: "Routing resources in the webhook's index.",
 	})
+
+	// RoutingResourcesWaiting is the number of routing resources, or of their latest
+	// generations, the webhook does not route with yet: --match-conditions-gate and no
+	// PodsSent condition at that generation.
+	RoutingResourcesWaiting = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "kuik_webhook_routing_resources_waiting",
+		Help: "Routing resources whose latest generation the webhook does not route with yet: --match-conditions-gate, and PodsSent is not True at that generation (an earlier generation marked PodsSent is used meanwhile).",
+	})
 )
 
 // WebhookCollectors are the webhook's metrics, for registration from main.
 func WebhookCollectors() []prometheus.Collector {
-	return []prometheus.Collector{Admissions, AdmissionDuration, AdmissionErrors, Rewrites, NoAlternatives, DryRunDecisions, DigestPins, Probes, ProbeDuration, ProbesSkipped, ProbesInFlight, RoutingResources}
+	return []prometheus.Collector{Admissions, AdmissionDuration, AdmissionErrors, Rewrites, NoAlternatives, DryRunDecisions, DigestPins, Probes, ProbeDuration, ProbesSkipped, ProbesInFlight, RoutingResources, RoutingResourcesWaiting}
 }
 
 // inFlight is a gauge read from a function set once the prober exists (0 before).

@@ -34,6 +34,10 @@ type Options struct {
 	// matchConditions the leader keeps in step with the routing resources
 	// (internal/admitscope); empty leaves them alone.
 	MatchConditionsOf string
+	// MatchConditionsSettle is how long the leader waits after writing matchConditions
+	// before it marks the resources they cover PodsSent, for every API server to see them
+	// (default 2s).
+	MatchConditionsSettle time.Duration
 }
 
 // missedPullOptions is the missed-pull controller's configuration, nil when it is off. Its
@@ -118,9 +122,13 @@ func newManager(ctx context.Context, restConfig *rest.Config, opts Options) (man
 	if opts.MatchConditionsOf != "" {
 		cfg := opts.Config
 		cfg.defaults()
+		settle := opts.MatchConditionsSettle
+		if settle == 0 {
+			settle = DefaultMatchConditionsSettle
+		}
 		w := &scopeWriter{
-			cache: mgr.GetCache(), cs: cs, config: opts.MatchConditionsOf,
-			debounce: cfg.Debounce, resync: cfg.ResyncPeriod, retry: time.Second,
+			cache: mgr.GetCache(), client: mgr.GetClient(), cs: cs, config: opts.MatchConditionsOf,
+			debounce: cfg.Debounce, resync: cfg.ResyncPeriod, retry: time.Second, settle: settle,
 			log: mgr.GetLogger().WithName("match-conditions"),
 		}
 		if err := mgr.Add(w); err != nil {

@@ -2,10 +2,16 @@ package syncer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -22,12 +28,15 @@ import (
 // removed. A write that fails is retried after retry, doubling up to 8×.
 type scopeWriter struct {
 	cache    cache.Cache
+	client   client.Client
 	cs       kubernetes.Interface
 	config   string
 	debounce time.Duration
 	resync   time.Duration
 	retry    time.Duration
-	log      logr.Logger
+	// settle is the wait between a change of the conditions and the PodsSent marks.
+	settle time.Duration
+	log    logr.Logger
 
 	last   string // the expression last applied, "" for none
 	reason admitscope.Reason
@@ -95,7 +104,10 @@ func (w *scopeWriter) Start(ctx context.Context) error {
 }
 
 // write applies the conditions of the cached resources, unless they are those last applied
-// and force is false.
+// and force is false, then marks every listed resource PodsSent at the generation they were
+// computed from. After a change it first waits the settle time, for the API servers to see
+// it: a webhook run with --match-conditions-gate routes with a generation only once it is
+// marked, so no pod it routes with is left out by conditions that do not yet cover it.
 func (w *scopeWriter) write(ctx context.Context, force bool) error {
 	var alts v1alpha1.ImageAlternativeList
 	if err := w.cache.List(ctx, &alts); err != nil {
@@ -110,21 +122,96 @@ func (w *scopeWriter) write(ctx context.Context, force bool) error {
 	if len(res.Conditions) > 0 {
 		expr = res.Conditions[0].Expression
 	}
-	if !force && expr == w.last && res.Reason == w.reason {
+	changed := expr != w.last || res.Reason != w.reason
+	if force || changed {
+		if err := admitscope.Apply(ctx, w.cs, w.config, admitscope.WebhookName, res); err != nil {
+			metrics.MatchConditionsApplies.WithLabelValues("error").Inc()
+			return err
+		}
+		metrics.MatchConditionsApplies.WithLabelValues("success").Inc()
+		if w.reason != res.Reason {
+			if w.reason != "" {
+				metrics.MatchConditions.WithLabelValues(string(w.reason)).Set(0)
+			}
+			w.log.Info("pod webhook's matchConditions", "reason", res.Reason, "message", res.Message, "bytes", res.ExpressionBytes, "maxContainers", res.MaxContainers)
+		}
+		metrics.MatchConditions.WithLabelValues(string(res.Reason)).Set(1)
+		w.last, w.reason = expr, res.Reason
+	}
+	if changed {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(w.settle):
+		}
+	}
+	return w.markSent(ctx, alts.Items, mirrors.Items, res)
+}
+
+// markSent writes the PodsSent condition of every listed resource whose condition does not
+// already say res at the listed generation. Invalid resources are marked too: the conditions
+// reflect that generation (it routes nothing). A resource deleted, or deleted and made again,
+// since it was listed is skipped: the UID in the apply is a precondition.
+func (w *scopeWriter) markSent(ctx context.Context, alts []v1alpha1.ImageAlternative, mirrors []v1alpha1.ImageMirror, res admitscope.Result) error {
+	var errs []error
+	for i := range alts {
+		errs = append(errs, w.markOne(ctx, "ImageAlternative", &alts[i].ObjectMeta, alts[i].Status.Conditions, res))
+	}
+	for i := range mirrors {
+		errs = append(errs, w.markOne(ctx, "ImageMirror", &mirrors[i].ObjectMeta, mirrors[i].Status.Conditions, res))
+	}
+	return errors.Join(errs...)
+}
+
+func (w *scopeWriter) markOne(ctx context.Context, kind string, obj *metav1.ObjectMeta, conds []metav1.Condition, res admitscope.Result) error {
+	want := podsSentCondition(obj.Generation, res)
+	cur := meta.FindStatusCondition(conds, v1alpha1.ConditionPodsSent)
+	if cur != nil && cur.Status == want.Status && cur.Reason == want.Reason && cur.Message == want.Message && cur.ObservedGeneration == want.ObservedGeneration {
 		return nil
 	}
-	if err := admitscope.Apply(ctx, w.cs, w.config, admitscope.WebhookName, res); err != nil {
-		metrics.MatchConditionsApplies.WithLabelValues("error").Inc()
-		return err
+	want.LastTransitionTime = metav1.NewTime(time.Now().Truncate(time.Second))
+	if cur != nil && cur.Status == want.Status {
+		want.LastTransitionTime = cur.LastTransitionTime
 	}
-	metrics.MatchConditionsApplies.WithLabelValues("success").Inc()
-	if w.reason != res.Reason {
-		if w.reason != "" {
-			metrics.MatchConditions.WithLabelValues(string(w.reason)).Set(0)
-		}
-		w.log.Info("pod webhook's matchConditions", "reason", res.Reason, "message", res.Message, "bytes", res.ExpressionBytes, "maxContainers", res.MaxContainers)
+	cond, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&want)
+	if err != nil {
+		return fmt.Errorf("encoding the %s condition: %w", v1alpha1.ConditionPodsSent, err)
 	}
-	metrics.MatchConditions.WithLabelValues(string(res.Reason)).Set(1)
-	w.last, w.reason = expr, res.Reason
-	return nil
+	patch := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(),
+		"kind":       kind,
+		"metadata":   map[string]any{"name": obj.Name, "uid": string(obj.UID)},
+		"status":     map[string]any{"conditions": []any{cond}},
+	}}
+	err = w.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(patch), client.FieldOwner(admitscope.FieldManager), client.ForceOwnership)
+	switch {
+	case err == nil:
+		metrics.PodsSentWrites.WithLabelValues("success").Inc()
+		return nil
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		// Gone, or made again under the same name: the next pass marks the new one.
+		return nil
+	default:
+		metrics.PodsSentWrites.WithLabelValues("error").Inc()
+		return fmt.Errorf("%s %q: writing %s: %w", kind, obj.Name, v1alpha1.ConditionPodsSent, err)
+	}
 }
+
+// podsSentCondition is the PodsSent condition of a resource at generation gen under res.
+func podsSentCondition(gen int64, res admitscope.Result) metav1.Condition {
+	msg := "the pod webhook's matchConditions send the pods this generation can route"
+	if res.Reason != admitscope.ReasonFiltered {
+		msg = "the pod webhook is sent every pod: " + res.Message
+	}
+	return metav1.Condition{
+		Type:               v1alpha1.ConditionPodsSent,
+		Status:             metav1.ConditionTrue,
+		Reason:             string(res.Reason),
+		Message:            msg,
+		ObservedGeneration: gen,
+	}
+}
+
+// DefaultMatchConditionsSettle is Options.MatchConditionsSettle's default: an API server
+// sees a webhook configuration change through its watch, within a second when it is well.
+const DefaultMatchConditionsSettle = 2 * time.Second

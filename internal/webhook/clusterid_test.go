@@ -29,14 +29,14 @@ func TestClusterIDRoutesToTheClusterTag(t *testing.T) {
 		PodSelector(map[string]string{"kuik-test": "cluster-id"}).Build()
 	w.create(t, &im)
 
-	ix, err := webhook.BuildIndex(t.Context(), w.c, "eu-1")
+	ix, err := webhook.BuildIndex(t.Context(), w.c, "eu-1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ix.ClusterID() != "eu-1" {
 		t.Fatalf("the index's cluster ID is %q, want eu-1", ix.ClusterID())
 	}
-	plain, err := webhook.BuildIndex(t.Context(), w.c, "")
+	plain, err := webhook.BuildIndex(t.Context(), w.c, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,9 @@ type Config struct {
 	// ClusterID, when set (valid, routing.ValidateClusterID), gives mirror candidates this
 	// cluster's tags: the index is routing.Index.WithClusterID.
 	ClusterID string
+	// MatchConditionsGate routes with a routing resource's generation only once the
+	// secret-syncer's leader marked it PodsSent (--match-conditions-gate).
+	MatchConditionsGate bool
 	// ProbeTransport overrides the registry HTTP transport (tests).
 	ProbeTransport http.RoundTripper
 }
@@ -188,8 +191,12 @@ func Run(ctx context.Context, cfg Config) error {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
 			return errors.New("informers did not sync")
 		}
+		var g *gate
+		if cfg.MatchConditionsGate {
+			g = newGate()
+		}
 		build := func() {
-			ix, err := buildIndex(ctx, reader, cfg.ClusterID)
+			ix, err := buildIndex(ctx, reader, cfg.ClusterID, g)
 			if err != nil {
 				log.FromContext(ctx).Error(err, "Rebuilding routing index")
 				return
@@ -252,7 +259,8 @@ func NamespaceLabelsFrom(cached client.Reader, cs kubernetes.Interface) Namespac
 
 // buildIndex compiles every routing resource in the cache, with mirror tags of clusterID;
 // invalid ones (admitted before the validating webhook existed) are left out and logged.
-func buildIndex(ctx context.Context, r client.Reader, clusterID string) (*routing.Index, error) {
+// buildIndex indexes the cached routing resources, through g when it is not nil.
+func buildIndex(ctx context.Context, r client.Reader, clusterID string, g *gate) (*routing.Index, error) {
 	var ias v1alpha1.ImageAlternativeList
 	if err := r.List(ctx, &ias); err != nil {
 		return nil, fmt.Errorf("listing ImageAlternatives: %w", err)
@@ -261,7 +269,13 @@ func buildIndex(ctx context.Context, r client.Reader, clusterID string) (*routin
 	if err := r.List(ctx, &ims); err != nil {
 		return nil, fmt.Errorf("listing ImageMirrors: %w", err)
 	}
-	ix, errs := routing.NewIndex(ias.Items, ims.Items)
+	alts, mirrors := ias.Items, ims.Items
+	if g != nil {
+		var waiting int
+		alts, mirrors, waiting = g.filter(alts, mirrors)
+		metrics.RoutingResourcesWaiting.Set(float64(waiting))
+	}
+	ix, errs := routing.NewIndex(alts, mirrors)
 	for _, err := range errs {
 		log.FromContext(ctx).Error(err, "Routing resource left out of the index")
 	}

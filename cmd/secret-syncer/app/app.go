@@ -124,6 +124,8 @@ holding the credentials of the entries the webhook rewrites pods to.`,
 	f.IntVar(&opts.Workers, "workers", 16, "concurrent applies")
 	f.StringVar(&opts.MatchConditionsOf, "match-conditions-of", "",
 		"MutatingWebhookConfiguration whose pod webhook's matchConditions the leader keeps in step with the routing resources, so that pods no resource may cover are admitted without a call; empty: off")
+	f.DurationVar(&opts.MatchConditionsSettle, "match-conditions-settle", syncer.DefaultMatchConditionsSettle,
+		"wait after writing the matchConditions before marking the resources they cover PodsSent (a webhook run with --match-conditions-gate routes with a resource only then): the time every API server takes to see the change")
 	f.DurationVar(&opts.FallbackDelay, "fallback-delay", syncer.DefaultFallbackDelay,
 		"window in which the pod changes of one routing resource collapse into one update of its live fallbacks (status.activeFallbacks): at most one status write per resource per window")
 	// --metrics-bind-address, --health-probe-bind-address and --leader-elect*: internal/ctrlkit.

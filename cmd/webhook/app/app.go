@@ -40,6 +40,8 @@ type Options struct {
 	CredentialProviders           *credentialprovider.Config
 	// ClusterID, when set, gives mirror candidates this cluster's tags (routing.ClusterTag).
 	ClusterID string
+	// MatchConditionsGate routes with a resource's generation only once it is PodsSent.
+	MatchConditionsGate bool
 }
 
 // CandidatesOptions are the settings of `webhook candidates`.
@@ -133,6 +135,8 @@ resources.`,
 	f.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	f.StringVar(&o.ImageCredentialProviderConfig, "image-credential-provider-config", "", "The nodes' CredentialProviderConfig, as the kubelet's flag of that name reads it (a file, or a directory of *.json, *.yaml, *.yml merged in name order). An original image one of its providers' matchImages matches is pulled by the node with a credential of its own, so a probe refused for lack of credentials (401, 403) counts as available. The plugins are never run here.")
 	f.StringVar(&o.ClusterID, "cluster-id", "", `This cluster's ID in the mirrors it shares with other clusters: a mirror candidate's tag gets the suffix "-kuik-<id>" (nginx:1.27 is nginx:1.27-kuik-<id>), the tag the keeper of this cluster keeps. A DNS label of at most 32 bytes, without "kuik-". Empty: the tags are the images' own.`)
+
+	f.BoolVar(&o.MatchConditionsGate, "match-conditions-gate", false, "Route with a routing resource's generation only once its PodsSent condition says the pod webhook's matchConditions send its pods (written by the secret-syncer run with --match-conditions-of); until then, the generation marked before, or none. Without it, a new resource may route a pod sent for another image while a pod of its image alone is not sent.")
 
 	cmd.AddCommand(newCandidatesCommand(candidates, logs))
 	return cmd

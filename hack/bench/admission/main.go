@@ -50,6 +50,8 @@ var (
 	flagConcurrency = flag.Int("concurrency", 8, "pods created at once")
 	flagRounds      = flag.Int("rounds", 8, "rounds; each runs every scenario in every mode, in a rotating order")
 
+	flagMatchConditions = flag.Bool("match-conditions", false, "give kuik's pod webhook the matchConditions the secret-syncer's leader writes for the routing resources (webhook.mutating.matchConditions): pods no resource covers are not sent")
+
 	flagServeNoop   = flag.Bool("serve-noop", false, "serve the no-op webhook (this program runs itself so)")
 	flagNoopPort    = flag.Int("noop-port", 0, "port of the no-op webhook")
 	flagNoopCertDir = flag.String("noop-cert-dir", "", "tls.crt and tls.key of the no-op webhook")

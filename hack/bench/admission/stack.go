@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/enix/kuik/internal/admitscope"
 	"github.com/enix/kuik/internal/benchutil"
 	"github.com/enix/kuik/internal/syncer"
 	"github.com/enix/kuik/internal/testenv"
@@ -163,6 +164,43 @@ func (s *stack) routingResources(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("the webhook never indexed the %d routing resources: %w", len(ias), err)
+	}
+	if *flagMatchConditions {
+		return s.matchConditions(ctx, admitscope.Conditions(ias, nil))
+	}
+	return nil
+}
+
+// matchConditions puts res's conditions on kuik's pod webhook, as the syncer's leader
+// would, and applies the configuration again if it is the one the API server calls.
+func (s *stack) matchConditions(ctx context.Context, res admitscope.Result) error {
+	if len(res.Conditions) == 0 {
+		return fmt.Errorf("the routing resources give no matchConditions (%s: %s)", res.Reason, res.Message)
+	}
+	cfg := s.configs[modeKuik]
+	hooks, _, _ := unstructured.NestedSlice(cfg.Object, "webhooks")
+	found := false
+	for _, h := range hooks {
+		hook := h.(map[string]any)
+		if hook["name"] != admitscope.WebhookName {
+			continue
+		}
+		var mcs []any
+		for _, mc := range res.Conditions {
+			mcs = append(mcs, map[string]any{"name": mc.Name, "expression": mc.Expression})
+		}
+		hook["matchConditions"] = mcs
+		found = true
+	}
+	if !found {
+		return fmt.Errorf("no webhook %s in %s", admitscope.WebhookName, cfg.GetName())
+	}
+	if err := unstructured.SetNestedSlice(cfg.Object, hooks, "webhooks"); err != nil {
+		return err
+	}
+	fmt.Printf("kuik's pod webhook has matchConditions (%s, %d bytes, up to %d containers a pod)\n", res.Reason, res.ExpressionBytes, res.MaxContainers)
+	if s.current == modeKuik {
+		return testenv.Apply(ctx, s.admin, []*unstructured.Unstructured{cfg.DeepCopy()})
 	}
 	return nil
 }

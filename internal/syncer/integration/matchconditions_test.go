@@ -77,11 +77,18 @@ func TestMatchConditionsFollowTheRoutingResources(t *testing.T) {
 // selecting no namespace (no pod of the other tests reaches it), and deletes it at cleanup.
 func installPodWebhook(t *testing.T, e env) string {
 	t.Helper()
+	return installPodWebhookAt(t, e, 443, map[string]any{"kuik-test.example/none": "none"})
+}
+
+// installPodWebhookAt is installPodWebhook with the webhook at 127.0.0.1:port, selecting the
+// namespaces with the labels nsLabels.
+func installPodWebhookAt(t *testing.T, e env, port int, nsLabels map[string]any) string {
+	t.Helper()
 	chart, err := kuikenv.RenderValues(crns, chartValues)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hooks, err := chart.WebhookConfigurations(443, cp.CA.PEM)
+	hooks, err := chart.WebhookConfigurations(port, cp.CA.PEM)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +97,7 @@ func installPodWebhook(t *testing.T, e env) string {
 			continue
 		}
 		ws, _, _ := unstructured.NestedSlice(h.Object, "webhooks")
-		ws[0].(map[string]any)["namespaceSelector"] = map[string]any{"matchLabels": map[string]any{"kuik-test.example/none": "none"}}
+		ws[0].(map[string]any)["namespaceSelector"] = map[string]any{"matchLabels": nsLabels}
 		if err := unstructured.SetNestedSlice(h.Object, ws, "webhooks"); err != nil {
 			t.Fatal(err)
 		}

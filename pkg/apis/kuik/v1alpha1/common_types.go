@@ -71,6 +71,16 @@ const (
 	ReasonDestinationUnavailable = "DestinationUnavailable"
 )
 
+// Condition type written by the secret-syncer's leader when it keeps the pod webhook's
+// matchConditions (--match-conditions-of). Its reasons are those of the matchConditions:
+// Filtered, CatchAllMirror, ExpressionTooLarge, ExpressionTooCostly, UnsafeEntry.
+const (
+	// ConditionPodsSent is True when the pod webhook's matchConditions send every pod the
+	// resource's observedGeneration can route, and have been in effect for the settle time.
+	// A webhook run with --match-conditions-gate routes with a generation only once it is.
+	ConditionPodsSent = "PodsSent"
+)
+
 // LocalSecretReference names a Secret in the cluster resource namespace (where kuik runs).
 type LocalSecretReference struct {
 	// name of the Secret in the cluster resource namespace.
