@@ -174,6 +174,9 @@ func (o *Options) validate() error {
 	if o.Debounce < 0 {
 		errs = append(errs, fmt.Errorf("--debounce must not be negative, got %s", o.Debounce))
 	}
+	if o.MatchConditionsSettle < 0 {
+		errs = append(errs, fmt.Errorf("--match-conditions-settle must not be negative, got %s", o.MatchConditionsSettle))
+	}
 	if o.FallbackDelay <= 0 {
 		errs = append(errs, fmt.Errorf("--fallback-delay must be positive, got %s", o.FallbackDelay))
 	}

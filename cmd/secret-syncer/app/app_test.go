@@ -52,6 +52,7 @@ func TestFlagDefaults(t *testing.T) {
 			ProviderRenewFloor:       time.Minute,
 			ProviderRetry:            30 * time.Second,
 		},
+		MatchConditionsSettle: 2 * time.Second,
 	}}
 	// ctrlkit's flags (tested there), the Lease named as the secret-syncer's.
 	want.BindFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError), "kuik-secret-syncer")
@@ -79,7 +80,7 @@ func TestClusterResourceNamespaceDefaultsToPodNamespace(t *testing.T) {
 func TestFlags(t *testing.T) {
 	got, _, err := execute(t,
 		"--cluster-resource-namespace=ops", "--kubeconfig=/tmp/kc", "--retention=1h", "--resync-period=30s",
-		"--debounce=1s", "--workers=4", "--fallback-delay=3s", "--leader-elect", "--cluster-id=eu-1")
+		"--debounce=1s", "--workers=4", "--fallback-delay=3s", "--leader-elect", "--cluster-id=eu-1", "--match-conditions-settle=5s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +96,7 @@ func TestFlags(t *testing.T) {
 			ProviderRenewFloor:       time.Minute,
 			ProviderRetry:            30 * time.Second,
 		},
+		MatchConditionsSettle: 5 * time.Second,
 	}}
 	want.BindFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError), "kuik-secret-syncer")
 	want.LeaderElection = true
@@ -112,6 +114,7 @@ func TestInvalidFlagsDoNotRun(t *testing.T) {
 	for name, args := range map[string][]string{
 		"no workers":          {"--workers=0"},
 		"zero fallback delay": {"--fallback-delay=0s"},
+		"negative settle":     {"--match-conditions-settle=-1s"},
 		"empty namespace":     {"--cluster-resource-namespace="},
 		"zero resync":         {"--resync-period=0s"},
 		"negative retention":  {"--retention=-1m"},
