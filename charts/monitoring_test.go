@@ -759,6 +759,7 @@ func TestMonitoringExpressionsNameExportedMetrics(t *testing.T) {
 		"KuikMissedPulls":                 "kuik_secret_syncer_missed_pulls_total",
 		"KuikProbeLimitReached":           `kuik_registry_probes_skipped_total{`,
 		"KuikWebhookDown":                 "up{",
+		"KuikRoutingResourcesWaiting":     "kuik_webhook_routing_resources_waiting{",
 		"KuikSecretSyncerDown":            "up{",
 		"KuikSecretSyncerNoLeader":        "leader_election_master_status{",
 		"KuikKeeperCopiesFailing":         "kuik_keeper_copies_total{",

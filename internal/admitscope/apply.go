@@ -18,9 +18,15 @@ const FieldManager = "kuik-admitscope"
 // WebhookName is the name of kuik's pod webhook in the chart's MutatingWebhookConfiguration.
 const WebhookName = "pods.kuik.enix.io"
 
+// SendAll is the expression of the condition [Apply] writes when a result sends every pod.
+// An empty list would remove only the conditions FieldManager owns alone: a condition of the
+// same name another manager also holds (a configuration restored from a dump) would stay.
+const SendAll = "true"
+
 // Apply server-side-applies res's conditions on the webhook named webhook of the
 // MutatingWebhookConfiguration config, with [FieldManager]: its matchConditions become
-// res.Conditions, and none when res sends every pod. Every other field stays its owner's.
+// res.Conditions, and, when res sends every pod, the one condition [ConditionName] with the
+// expression [SendAll]. Every other field stays its owner's.
 //
 // It never creates the configuration or the webhook: a missing one is an error, and
 // nothing is written.
@@ -33,7 +39,11 @@ func Apply(ctx context.Context, c kubernetes.Interface, config, webhook string, 
 		return fmt.Errorf("matchConditions of %s: no webhook %s in it", config, webhook)
 	}
 	hook := acv1.MutatingWebhook().WithName(webhook)
-	for _, mc := range res.Conditions {
+	conds := res.Conditions
+	if len(conds) == 0 {
+		conds = []admissionregistrationv1.MatchCondition{{Name: ConditionName, Expression: SendAll}}
+	}
+	for _, mc := range conds {
 		hook.WithMatchConditions(acv1.MatchCondition().WithName(mc.Name).WithExpression(mc.Expression))
 	}
 	// The UID precondition: a configuration deleted and made again since the Get is not

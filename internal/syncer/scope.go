@@ -88,7 +88,9 @@ func (w *scopeWriter) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-kick:
-			force = false
+			// After a failed write, the next one is forced whatever woke it: a change that
+			// leaves the expression as last applied must not stand for the repair.
+			force = failures > 0
 			// Collapse a burst of changes into one write.
 			select {
 			case <-ctx.Done():

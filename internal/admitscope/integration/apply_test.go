@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	acv1 "k8s.io/client-go/applyconfigurations/admissionregistration/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/enix/kuik/internal/admitscope"
@@ -147,7 +149,18 @@ func TestApply(t *testing.T) {
 		setWebhook(t, cs, map[string]any{"clientConfig": map[string]any{"url": rec.url + "/apply"}, "timeoutSeconds": int64(10)})
 	})
 
-	t.Run("a result that sends every pod drops the conditions", func(t *testing.T) {
+	t.Run("a result that sends every pod sends every pod, also when another manager holds the condition", func(t *testing.T) {
+		// A configuration restored from a dump holds the same condition under another
+		// manager: an apply of an empty list would leave it.
+		cur := webhooksOf(t, cs)[0].MatchConditions
+		if len(cur) != 1 {
+			t.Fatalf("matchConditions before: %+v, want the filtered one", cur)
+		}
+		restore := acv1.MutatingWebhookConfiguration(applyConfig).WithWebhooks(acv1.MutatingWebhook().WithName(admitscope.WebhookName).
+			WithMatchConditions(acv1.MatchCondition().WithName(cur[0].Name).WithExpression(cur[0].Expression)))
+		if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Apply(ctx, restore, metav1.ApplyOptions{FieldManager: "restore"}); err != nil {
+			t.Fatal(err)
+		}
 		all := admitscope.Conditions(nil, []v1alpha1.ImageMirror{testutil.NewImageMirror("all", "mirror.example/all/").Build()})
 		if all.Conditions != nil {
 			t.Fatalf("a catch-all mirror: %s, want no conditions", all.Reason)
@@ -155,8 +168,9 @@ func TestApply(t *testing.T) {
 		if err := admitscope.Apply(ctx, cs, applyConfig, admitscope.WebhookName, all); err != nil {
 			t.Fatal(err)
 		}
-		if hook := webhooksOf(t, cs)[0]; len(hook.MatchConditions) != 0 {
-			t.Fatalf("matchConditions after a send-all result: %+v, want none", hook.MatchConditions)
+		want := []admissionregistrationv1.MatchCondition{{Name: admitscope.ConditionName, Expression: admitscope.SendAll}}
+		if hook := webhooksOf(t, cs)[0]; !slices.Equal(hook.MatchConditions, want) {
+			t.Fatalf("matchConditions after a send-all result: %+v, want %+v", hook.MatchConditions, want)
 		}
 		waitSent(t, cs, rec, "uncovered-now-sent", uncoveredImage)
 	})

@@ -42,8 +42,8 @@ func TestMatchConditionsFollowTheRoutingResources(t *testing.T) {
 
 	im := testutil.NewImageMirror(n, "mirror.example/"+n+"/all/").Build()
 	create(t, e, &im)
-	waitConditions(t, e, config, "none: a catch-all mirror sends every pod", func(mc []admissionregistrationv1.MatchCondition) bool {
-		return len(mc) == 0
+	waitConditions(t, e, config, "true: a catch-all mirror sends every pod", func(mc []admissionregistrationv1.MatchCondition) bool {
+		return len(mc) == 1 && mc[0].Name == admitscope.ConditionName && mc[0].Expression == admitscope.SendAll
 	})
 	if err := e.cl.Delete(t.Context(), &im); err != nil {
 		t.Fatal(err)
