@@ -46,20 +46,23 @@ func serve(ctx context.Context, o app.Options) error {
 	cfg.QPS, cfg.Burst = -1, -1
 	ctrlmetrics.Registry.MustRegister(metrics.WebhookCollectors()...)
 	return webhook.Run(ctx, webhook.Config{
-		RestConfig:               cfg,
-		ClusterResourceNamespace: o.ClusterResourceNamespace,
-		ProbeTimeout:             o.ProbeTimeout,
-		CacheTTL:                 o.CacheTTL,
-		MaxProbesInFlight:        o.MaxProbesInFlight,
-		MaxConnsPerRegistry:      o.MaxConnsPerRegistry,
-		CertDir:                  o.CertDir,
-		Host:                     o.Host,
-		Port:                     o.Port,
-		MetricsBindAddress:       o.MetricsBindAddress,
-		HealthProbeBindAddress:   o.HealthProbeBindAddress,
-		CredentialProviders:      o.CredentialProviders,
-		ClusterID:                o.ClusterID,
-		MatchConditionsGate:      o.MatchConditionsGate,
+		RestConfig:                cfg,
+		ClusterResourceNamespace:  o.ClusterResourceNamespace,
+		ProbeTimeout:              o.ProbeTimeout,
+		CacheTTL:                  o.CacheTTL,
+		MaxProbesInFlight:         o.MaxProbesInFlight,
+		MaxConnsPerRegistry:       o.MaxConnsPerRegistry,
+		CertDir:                   o.CertDir,
+		Host:                      o.Host,
+		Port:                      o.Port,
+		MetricsBindAddress:        o.MetricsBindAddress,
+		HealthProbeBindAddress:    o.HealthProbeBindAddress,
+		CredentialProviders:       o.CredentialProviders,
+		ClusterID:                 o.ClusterID,
+		MatchConditionsGate:       o.MatchConditionsGate,
+		ProbeRefreshIdle:          o.ProbeRefreshIdle,
+		ProbeRefreshesPerSecond:   o.ProbeRefreshesPerSecond,
+		ProbeRefreshesPerRegistry: o.ProbeRefreshesPerRegistry,
 	})
 }
 

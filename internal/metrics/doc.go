@@ -21,6 +21,9 @@
 //   - kuik_registry_probes_skipped_total{reason}: probes not started, reason "deadline" (the
 //     admission's deadline had passed), "limit" (the bound on probes in flight was reached:
 //     --max-probes-in-flight) or "trial-limit" (the dry-run probes' own bound of the same size).
+//   - kuik_registry_probe_refreshes_total{registry}: refresh-ahead probes started in the
+//     background before a result admissions read lapses (--probe-refresh-idle); they are in
+//     kuik_registry_probes_total too.
 //   - kuik_registry_probes_in_flight: probes running now.
 //   - kuik_webhook_dry_run_decisions_total{kind,name,reason}: containers a dry-run resource would
 //     have rewritten (recorded in the pod's kuik.enix.io/dry-run annotation).

@@ -52,6 +52,12 @@ var (
 		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2, 5},
 	}, []string{"registry"})
 
+	// ProbeRefreshes counts the refresh-ahead probes, by registry label.
+	ProbeRefreshes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kuik_registry_probe_refreshes_total",
+		Help: "Refresh-ahead probes started in the background, before a result admissions read lapses, by registry (also counted in kuik_registry_probes_total).",
+	}, []string{"registry"})
+
 	// ProbesSkipped counts probes not started, by reason: "deadline" (the admission's deadline
 	// had passed), "limit" (the bound on probes in flight was reached) or "trial-limit" (the
 	// dry-run probes' own bound was).
@@ -95,7 +101,7 @@ var (
 
 // WebhookCollectors are the webhook's metrics, for registration from main.
 func WebhookCollectors() []prometheus.Collector {
-	return []prometheus.Collector{Admissions, AdmissionDuration, AdmissionErrors, Rewrites, NoAlternatives, DryRunDecisions, DigestPins, Probes, ProbeDuration, ProbesSkipped, ProbesInFlight, RoutingResources, RoutingResourcesWaiting}
+	return []prometheus.Collector{Admissions, AdmissionDuration, AdmissionErrors, Rewrites, NoAlternatives, DryRunDecisions, DigestPins, Probes, ProbeDuration, ProbesSkipped, ProbeRefreshes, ProbesInFlight, RoutingResources, RoutingResourcesWaiting}
 }
 
 // inFlight is a gauge read from a function set once the prober exists (0 before).

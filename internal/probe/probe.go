@@ -43,6 +43,8 @@ type Options struct {
 	Observe Observer
 	// Skip, when set, is called for every probe not started, with SkipDeadline or SkipLimit.
 	Skip func(reason string)
+	// Refresh bounds the refresh-ahead probes [Prober.RunRefresher] sends.
+	Refresh RefreshOptions
 }
 
 // Prober probes registries with collapsing and caching.
@@ -54,12 +56,21 @@ type Prober struct {
 	flights map[string]*flight
 	// trials is the number of flights started by trial targets.
 	trials int
+	// refreshes is the number of refresh flights, and perRegistry theirs by registry host.
+	refreshes   int
+	perRegistry map[string]int
 }
 
 type cached struct {
 	result  Result
 	digest  string
 	expires time.Time
+	// used is when a caller last read the entry or its flight; decisive that one of them was
+	// not a trial; target what a refresh probes (the last decisive caller's). Only decisive
+	// entries used within RefreshOptions.Idle are refreshed.
+	used     time.Time
+	decisive bool
+	target   Target
 }
 
 // flight is a probe on its way; result and digest are set before done is closed.
@@ -68,6 +79,10 @@ type flight struct {
 	result Result
 	digest string
 	trial  bool // started by a trial target: counted in Prober.trials
+	// refresh: started by the refresher, counted in Prober.refreshes and under host in
+	// Prober.perRegistry, outside MaxInFlight.
+	refresh bool
+	host    string
 }
 
 // New returns a Prober.
@@ -92,7 +107,8 @@ func New(opts Options) *Prober {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Prober{opts: opts, cache: map[string]cached{}, flights: map[string]*flight{}}
+	opts.Refresh = opts.Refresh.withDefaults(opts.MaxInFlight)
+	return &Prober{opts: opts, cache: map[string]cached{}, flights: map[string]*flight{}, perRegistry: map[string]int{}}
 }
 
 // InFlight is the number of probes running now.
@@ -120,6 +136,7 @@ func (p *Prober) ProbeDigest(ctx context.Context, t Target) (Result, string) {
 func (p *Prober) start(ctx context.Context, t Target, k string) (answer, *flight) {
 	p.mu.Lock()
 	if c, ok := p.lookupLocked(k); ok {
+		p.useLocked(k, c, t)
 		p.mu.Unlock()
 		return answer{c.result, c.digest}, nil
 	}
@@ -133,7 +150,7 @@ func (p *Prober) start(ctx context.Context, t Target, k string) (answer, *flight
 		reason = SkipDeadline
 	case t.Trial && p.trials >= p.opts.MaxInFlight:
 		reason = SkipTrialLimit
-	case !t.Trial && len(p.flights)-p.trials >= p.opts.MaxInFlight:
+	case !t.Trial && len(p.flights)-p.trials-p.refreshes >= p.opts.MaxInFlight:
 		reason = SkipLimit
 	}
 	if reason != "" {
@@ -144,14 +161,33 @@ func (p *Prober) start(ctx context.Context, t Target, k string) (answer, *flight
 		return answer{result: Skipped}, nil
 	}
 	f := &flight{done: make(chan struct{}), trial: t.Trial}
+	p.launchLocked(ctx, k, t, f, cached{used: p.opts.Now(), decisive: !t.Trial, target: t})
+	p.mu.Unlock()
+	return answer{}, f
+}
+
+// useLocked records that a caller with target t read entry c of key k.
+func (p *Prober) useLocked(k string, c cached, t Target) {
+	c.used = p.opts.Now()
+	if !t.Trial {
+		c.decisive, c.target = true, t
+	}
+	p.cache[k] = c
+}
+
+// launchLocked registers flight f for key k and starts its probe of t; the result is cached
+// with use's record of who used the entry. The probe runs detached from ctx so that one
+// caller giving up does not fail the others waiting on the same flight; the probe timeout
+// bounds it instead.
+func (p *Prober) launchLocked(ctx context.Context, k string, t Target, f *flight, use cached) {
 	p.flights[k] = f
 	if f.trial {
 		p.trials++
 	}
-	p.mu.Unlock()
-
-	// The probe runs detached from the caller's context so that one caller giving up does not
-	// fail the others waiting on the same flight; it is bounded by the probe timeout instead.
+	if f.refresh {
+		p.refreshes++
+		p.perRegistry[f.host]++
+	}
 	go func() {
 		begin := p.opts.Now()
 		r, digest := p.safeHead(context.WithoutCancel(ctx), t)
@@ -159,16 +195,25 @@ func (p *Prober) start(ctx context.Context, t Target, k string) (answer, *flight
 			p.opts.Observe(t.Registry, r, p.opts.Now().Sub(begin))
 		}
 		p.mu.Lock()
-		p.cache[k] = cached{result: r, digest: digest, expires: p.opts.Now().Add(p.opts.TTL)}
+		if prev, ok := p.cache[k]; ok && prev.used.After(use.used) {
+			use = prev // used again while the refresh ran
+		}
+		use.result, use.digest, use.expires = r, digest, p.opts.Now().Add(p.opts.TTL)
+		p.cache[k] = use
 		delete(p.flights, k)
 		if f.trial {
 			p.trials--
+		}
+		if f.refresh {
+			p.refreshes--
+			if p.perRegistry[f.host]--; p.perRegistry[f.host] <= 0 {
+				delete(p.perRegistry, f.host)
+			}
 		}
 		p.mu.Unlock()
 		f.result, f.digest = r, digest
 		close(f.done)
 	}()
-	return answer{}, f
 }
 
 // answer is a result and its digest.

@@ -61,6 +61,13 @@ type Config struct {
 	// ClusterID, when set (valid, routing.ValidateClusterID), gives mirror candidates this
 	// cluster's tags: the index is routing.Index.WithClusterID.
 	ClusterID string
+	// ProbeRefreshIdle, when positive, runs the prober's refresher: a result an admission read
+	// within it is probed again before it lapses (probe.Prober.RunRefresher). Zero: off.
+	ProbeRefreshIdle time.Duration
+	// ProbeRefreshesPerSecond and ProbeRefreshesPerRegistry bound the refresh probes (0: the
+	// probe package's defaults).
+	ProbeRefreshesPerSecond   float64
+	ProbeRefreshesPerRegistry int
 	// MatchConditionsGate routes with a routing resource's generation only once the
 	// secret-syncer's leader marked it PodsSent (--match-conditions-gate).
 	MatchConditionsGate bool
@@ -147,7 +154,16 @@ func Run(ctx context.Context, cfg Config) error {
 			metrics.ProbeDuration.WithLabelValues(registry).Observe(took.Seconds())
 		},
 		Skip: func(reason string) { metrics.ProbesSkipped.WithLabelValues(reason).Inc() },
+		Refresh: probe.RefreshOptions{
+			Idle: cfg.ProbeRefreshIdle, PerSecond: cfg.ProbeRefreshesPerSecond, PerRegistry: cfg.ProbeRefreshesPerRegistry,
+			Refreshed: func(registry string) { metrics.ProbeRefreshes.WithLabelValues(registry).Inc() },
+		},
 	})
+	if cfg.ProbeRefreshIdle > 0 {
+		if err := mgr.Add(runnable(prober.RunRefresher)); err != nil {
+			return fmt.Errorf("adding the probe refresher: %w", err)
+		}
+	}
 	metrics.ProbesInFlight.Set(prober.InFlight)
 	reader := mgr.GetCache()
 	chooser := &route.ProbeChooser{

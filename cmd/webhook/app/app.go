@@ -42,6 +42,10 @@ type Options struct {
 	ClusterID string
 	// MatchConditionsGate routes with a resource's generation only once it is PodsSent.
 	MatchConditionsGate bool
+	// ProbeRefreshIdle, ProbeRefreshesPerSecond, ProbeRefreshesPerRegistry: the refresher.
+	ProbeRefreshIdle          time.Duration
+	ProbeRefreshesPerSecond   float64
+	ProbeRefreshesPerRegistry int
 }
 
 // CandidatesOptions are the settings of `webhook candidates`.
@@ -95,6 +99,15 @@ resources.`,
 			if o.MaxProbesInFlight <= 0 {
 				return UsageError{errors.New("--max-probes-in-flight must be positive")}
 			}
+			if o.ProbeRefreshIdle < 0 {
+				return UsageError{errors.New("--probe-refresh-idle must not be negative")}
+			}
+			if o.ProbeRefreshesPerSecond <= 0 {
+				return UsageError{errors.New("--probe-refreshes-per-second must be positive")}
+			}
+			if o.ProbeRefreshesPerRegistry <= 0 {
+				return UsageError{errors.New("--probe-refreshes-per-registry must be positive")}
+			}
 			if o.MaxConnsPerRegistry <= 0 {
 				return UsageError{errors.New("--max-conns-per-registry must be positive")}
 			}
@@ -127,6 +140,9 @@ resources.`,
 	f.DurationVar(&o.ProbeTimeout, "probe-timeout", probe.DefaultTimeout, "Timeout of one registry probe; the worst case of an admission, whatever its number of containers.")
 	f.DurationVar(&o.CacheTTL, "cache-ttl", probe.DefaultTTL, "How long a probe result is reused.")
 	f.IntVar(&o.MaxProbesInFlight, "max-probes-in-flight", probe.DefaultMaxInFlight, "Most registry probes running at once; a probe beyond it is not sent, and its container is left as it is. Dry-run probes have a bound of their own of the same size.")
+	f.DurationVar(&o.ProbeRefreshIdle, "probe-refresh-idle", probe.DefaultRefreshIdle, "A probe result an admission read within this is probed again in the background before it lapses, so admissions almost never wait on a registry, even one that hangs; 0 turns it off.")
+	f.Float64Var(&o.ProbeRefreshesPerSecond, "probe-refreshes-per-second", probe.DefaultRefreshesPerSecond, "Most background refresh probes started a second, all registries together.")
+	f.IntVar(&o.ProbeRefreshesPerRegistry, "probe-refreshes-per-registry", probe.DefaultRefreshesPerRegistry, "Most background refresh probes in flight to one registry host; they never take room from the probes admissions wait on.")
 	f.IntVar(&o.MaxConnsPerRegistry, "max-conns-per-registry", probe.DefaultMaxConnsPerHost, "Most connections to one registry (per scheme).")
 	f.StringVar(&o.CertDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding tls.crt and tls.key for the webhook server.")
 	f.StringVar(&o.Host, "webhook-bind-address", "", "Address the webhook server binds to (empty: all interfaces).")
