@@ -92,7 +92,7 @@ var valueSets = map[string]map[string]any{
 		"metrics":          map[string]any{"serviceMonitor": map[string]any{"enabled": true, "interval": "30s"}},
 		"syncer": map[string]any{"replicaCount": 2,
 			"missedPulls": map[string]any{"enabled": true}, "recreateStuckPods": map[string]any{"enabled": true}},
-		"webhook": map[string]any{"replicaCount": 3, "mutating": map[string]any{"excludeNamespaces": []any{"monitoring"}}},
+		"webhook": map[string]any{"replicaCount": 3, "mutating": map[string]any{"excludeNamespaces": []any{"monitoring"}, "matchConditions": true}},
 	},
 }
 
@@ -190,24 +190,47 @@ func TestCRDsAreGenerated(t *testing.T) {
 	}
 }
 
-// The rendered policy is policies/*.yaml with the release's policy name, the release namespace
-// and the syncer's ServiceAccount filled in, object for object.
+// The rendered policy is policies/*.yaml with the release's policy name, the release namespace,
+// the syncer's ServiceAccount and the chart's MutatingWebhookConfiguration filled in, object for
+// object.
 func TestRenderedPolicyIsPoliciesDir(t *testing.T) {
-	// Each policy's name in the release; pod-deletes.yaml is rendered only with
-	// syncer.recreateStuckPods.enabled (the only case where the syncer may delete pods).
-	names := map[string]string{"secret-writes.yaml": "kuik-secret-writes", "configmap-writes.yaml": "kuik-configmap-writes", "pod-deletes.yaml": "kuik-pod-deletes"}
-	optIn := map[string]bool{"pod-deletes.yaml": true}
+	// Each policy's name in the release, and the value it is rendered with (none: always):
+	// pod-deletes.yaml with syncer.recreateStuckPods.enabled (the only case where the syncer may
+	// delete pods), webhook-writes.yaml with webhook.mutating.matchConditions (the only case
+	// where it may patch the webhook's configuration).
+	names := map[string]string{
+		"secret-writes.yaml": "kuik-secret-writes", "configmap-writes.yaml": "kuik-configmap-writes",
+		"pod-deletes.yaml": "kuik-pod-deletes", "webhook-writes.yaml": "kuik-webhook-writes",
+	}
 	recreate := map[string]any{"missedPulls": map[string]any{"enabled": true}, "recreateStuckPods": map[string]any{"enabled": true}}
+	matchConditions := map[string]any{"mutating": map[string]any{"matchConditions": true}}
+	type optIns struct{ recreate, matchConditions bool }
+	rendered := func(base string, on optIns) bool {
+		switch base {
+		case "pod-deletes.yaml":
+			return on.recreate
+		case "webhook-writes.yaml":
+			return on.matchConditions
+		}
+		return true
+	}
 	for name, tc := range map[string]struct {
-		values   map[string]any
-		sa       string
-		recreate bool
+		values map[string]any
+		sa     string
+		on     optIns
 	}{
 		"default ServiceAccount": {sa: "kuik-secret-syncer"},
 		"named ServiceAccount":   {values: map[string]any{"serviceAccount": map[string]any{"syncerName": "syncer"}}, sa: "syncer"},
-		"recreateStuckPods":      {values: map[string]any{"syncer": recreate}, sa: "kuik-secret-syncer", recreate: true},
+		"recreateStuckPods":      {values: map[string]any{"syncer": recreate}, sa: "kuik-secret-syncer", on: optIns{recreate: true}},
 		"recreateStuckPods, named ServiceAccount": {
-			values: map[string]any{"syncer": recreate, "serviceAccount": map[string]any{"syncerName": "syncer"}}, sa: "syncer", recreate: true,
+			values: map[string]any{"syncer": recreate, "serviceAccount": map[string]any{"syncerName": "syncer"}}, sa: "syncer", on: optIns{recreate: true},
+		},
+		"matchConditions": {values: map[string]any{"webhook": matchConditions}, sa: "kuik-secret-syncer", on: optIns{matchConditions: true}},
+		"matchConditions, named ServiceAccount": {
+			values: map[string]any{"webhook": matchConditions, "serviceAccount": map[string]any{"syncerName": "syncer"}}, sa: "syncer", on: optIns{matchConditions: true},
+		},
+		"everything on": {
+			values: map[string]any{"syncer": recreate, "webhook": matchConditions}, sa: "kuik-secret-syncer", on: optIns{recreate: true, matchConditions: true},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -222,7 +245,7 @@ func TestRenderedPolicyIsPoliciesDir(t *testing.T) {
 				if base == "keeper-writes.yaml" {
 					continue // keeper.enabled only: TestKeeperWritesPolicyRenderedWithTheKeeper
 				}
-				if optIn[base] && !tc.recreate {
+				if !rendered(base, tc.on) {
 					continue
 				}
 				policy, ok := names[base]
@@ -233,7 +256,9 @@ func TestRenderedPolicyIsPoliciesDir(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				objs, err := charts.Decode(charts.SubstitutePolicy(b, charts.PolicyValues{Name: policy, Namespace: ns, SyncerServiceAccount: tc.sa, RecreateOwners: charts.DefaultRecreateOwners}))
+				objs, err := charts.Decode(charts.SubstitutePolicy(b, charts.PolicyValues{
+					Name: policy, Namespace: ns, SyncerServiceAccount: tc.sa, RecreateOwners: charts.DefaultRecreateOwners, WebhookConfiguration: "kuik-webhook",
+				}))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -256,7 +281,7 @@ func TestRenderedPolicyIsPoliciesDir(t *testing.T) {
 			if !strings.Contains(r.Manifest, "'system:serviceaccount:"+ns+":"+tc.sa+"'") {
 				t.Errorf("the rendered policy does not name system:serviceaccount:%s:%s", ns, tc.sa)
 			}
-			for _, p := range []string{charts.PolicyPlaceholders.Name, charts.PolicyPlaceholders.Namespace, charts.PolicyPlaceholders.SyncerServiceAccount, charts.PolicyPlaceholders.RecreateOwners} {
+			for _, p := range []string{charts.PolicyPlaceholders.Name, charts.PolicyPlaceholders.Namespace, charts.PolicyPlaceholders.SyncerServiceAccount, charts.PolicyPlaceholders.RecreateOwners, charts.PolicyPlaceholders.WebhookConfiguration} {
 				if strings.Contains(r.Manifest, p) {
 					t.Errorf("placeholder %s was left in the rendered chart", p)
 				}
@@ -809,7 +834,9 @@ func TestPackagedChartRendersThePolicy(t *testing.T) {
 	if install.KubeVersion, err = chartutil.ParseKubeVersion(charts.KubeVersion); err != nil {
 		t.Fatal(err)
 	}
-	rel, err := install.Run(packaged, map[string]any{})
+	// webhook.mutating.matchConditions: webhook-writes.yaml too.
+	values := map[string]any{"webhook": map[string]any{"mutating": map[string]any{"matchConditions": true}}}
+	rel, err := install.Run(packaged, values)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -817,14 +844,17 @@ func TestPackagedChartRendersThePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := render(t, nil)
+	want := render(t, values)
 	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
-		for _, name := range []string{"kuik-secret-writes", "kuik-configmap-writes"} {
+		for _, name := range []string{"kuik-secret-writes", "kuik-configmap-writes", "kuik-webhook-writes"} {
 			var g *unstructured.Unstructured
 			for _, o := range got {
 				if o.GetKind() == kind && o.GetName() == name {
 					g = o
 				}
+			}
+			if want.Find(kind, name) == nil {
+				t.Errorf("the chart renders no %s %s", kind, name)
 			}
 			if diff := cmp.Diff(want.Find(kind, name), g); diff != "" {
 				t.Errorf("packaged chart's %s %s (-dir +packaged):\n%s", kind, name, diff)

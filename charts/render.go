@@ -170,11 +170,12 @@ func Lint(namespace string, values map[string]any) []string {
 }
 
 // PolicyPlaceholders are the strings of policies/*.yaml that the chart replaces.
-var PolicyPlaceholders = struct{ Name, Namespace, SyncerServiceAccount, RecreateOwners string }{
+var PolicyPlaceholders = struct{ Name, Namespace, SyncerServiceAccount, RecreateOwners, WebhookConfiguration string }{
 	Name:                 "__KUIK_POLICY_NAME__",
 	Namespace:            "__KUIK_NAMESPACE__",
 	SyncerServiceAccount: "__KUIK_SYNCER_SERVICE_ACCOUNT__",
 	RecreateOwners:       "__KUIK_RECREATE_OWNERS__",
+	WebhookConfiguration: "__KUIK_WEBHOOK_CONFIGURATION__",
 }
 
 // DefaultRecreateOwners is what the chart puts in place of PolicyPlaceholders.RecreateOwners by
@@ -189,6 +190,9 @@ type PolicyValues struct {
 	SyncerServiceAccount string
 	// RecreateOwners is the JSON list of the owner kinds of pod-deletes.yaml (DefaultRecreateOwners).
 	RecreateOwners string
+	// WebhookConfiguration is the chart's MutatingWebhookConfiguration, in webhook-writes.yaml:
+	// <fullname>-webhook.
+	WebhookConfiguration string
 }
 
 // SubstitutePolicy does to a policies/*.yaml file what the chart does to its copy.
@@ -198,5 +202,6 @@ func SubstitutePolicy(policy []byte, v PolicyValues) []byte {
 		PolicyPlaceholders.Namespace, v.Namespace,
 		PolicyPlaceholders.SyncerServiceAccount, v.SyncerServiceAccount,
 		PolicyPlaceholders.RecreateOwners, v.RecreateOwners,
+		PolicyPlaceholders.WebhookConfiguration, v.WebhookConfiguration,
 	).Replace(string(policy)))
 }

@@ -592,7 +592,8 @@ func TestEvaluationErrorsNeverReachUnrelatedWrites(t *testing.T) {
 }
 
 // kube-controller-manager's validatingadmissionpolicy-status-controller type-checks the
-// policies' expressions against the Secret, ConfigMap, Pod and Eviction schemas; a warning there
+// policies' expressions against the Secret, ConfigMap, Pod, Eviction and MutatingWebhookConfiguration
+// schemas; a warning there
 // means an expression refers to a field or type those do not have. (An optional selection,
 // `.?field`, is not checked: a misspelt one reads as absent. Each of them is covered by a case
 // of TestAttackMatrix, TestRetentionRecordMatrix or TestPodDeletesCasesAgreeWithTheSyncer whose
@@ -601,6 +602,7 @@ func TestEvaluationErrorsNeverReachUnrelatedWrites(t *testing.T) {
 func TestPolicyTypeChecks(t *testing.T) {
 	setup(t)
 	setupPodDeletes(t)
+	setupWebhookWrites(t)
 	assets, err := testenv.AssetsDir()
 	if err != nil {
 		t.Fatal(err)
@@ -622,7 +624,7 @@ func TestPolicyTypeChecks(t *testing.T) {
 			t.Logf("kube-controller-manager logs:\n%s", logs.String())
 		}
 	})
-	for _, name := range []string{policyName, configMapPolicyName, podDeletesPolicy, podDeletesPolicy + "-evictions", podDeletesPolicy + "-evicted-pods"} {
+	for _, name := range []string{policyName, configMapPolicyName, podDeletesPolicy, podDeletesPolicy + "-evictions", podDeletesPolicy + "-evicted-pods", webhookPolicy} {
 		var got *admissionregistrationv1.ValidatingAdmissionPolicy
 		err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 			var err error
