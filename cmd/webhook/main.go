@@ -63,6 +63,8 @@ func serve(ctx context.Context, o app.Options) error {
 		ProbeRefreshIdle:          o.ProbeRefreshIdle,
 		ProbeRefreshesPerSecond:   o.ProbeRefreshesPerSecond,
 		ProbeRefreshesPerRegistry: o.ProbeRefreshesPerRegistry,
+		HintedWait:                o.HintedWait,
+		HintMaxAge:                o.HintMaxAge,
 	})
 }
 

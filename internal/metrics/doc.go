@@ -24,6 +24,8 @@
 //   - kuik_registry_probe_refreshes_total{registry}: refresh-ahead probes started in the
 //     background before a result admissions read lapses (--probe-refresh-idle); they are in
 //     kuik_registry_probes_total too.
+//   - kuik_webhook_hinted_pass_overs_total{registry}: candidates whose host was Unreachable
+//     lately, passed over for the next one after the hinted wait (--hinted-wait).
 //   - kuik_registry_probes_in_flight: probes running now.
 //   - kuik_webhook_dry_run_decisions_total{kind,name,reason}: containers a dry-run resource would
 //     have rewritten (recorded in the pod's kuik.enix.io/dry-run annotation).

@@ -58,6 +58,12 @@ var (
 		Help: "Refresh-ahead probes started in the background, before a result admissions read lapses, by registry (also counted in kuik_registry_probes_total).",
 	}, []string{"registry"})
 
+	// HintedPassOvers counts the candidates passed over at the hinted wait, by registry label.
+	HintedPassOvers = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kuik_webhook_hinted_pass_overs_total",
+		Help: "Candidates whose registry host was Unreachable lately, passed over for the next one after the hinted wait (--hinted-wait), by registry.",
+	}, []string{"registry"})
+
 	// ProbesSkipped counts probes not started, by reason: "deadline" (the admission's deadline
 	// had passed), "limit" (the bound on probes in flight was reached) or "trial-limit" (the
 	// dry-run probes' own bound was).
@@ -101,7 +107,7 @@ var (
 
 // WebhookCollectors are the webhook's metrics, for registration from main.
 func WebhookCollectors() []prometheus.Collector {
-	return []prometheus.Collector{Admissions, AdmissionDuration, AdmissionErrors, Rewrites, NoAlternatives, DryRunDecisions, DigestPins, Probes, ProbeDuration, ProbesSkipped, ProbeRefreshes, ProbesInFlight, RoutingResources, RoutingResourcesWaiting}
+	return []prometheus.Collector{Admissions, AdmissionDuration, AdmissionErrors, Rewrites, NoAlternatives, DryRunDecisions, DigestPins, Probes, ProbeDuration, ProbesSkipped, ProbeRefreshes, HintedPassOvers, ProbesInFlight, RoutingResources, RoutingResourcesWaiting}
 }
 
 // inFlight is a gauge read from a function set once the prober exists (0 before).

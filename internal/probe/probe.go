@@ -45,6 +45,9 @@ type Options struct {
 	Skip func(reason string)
 	// Refresh bounds the refresh-ahead probes [Prober.RunRefresher] sends.
 	Refresh RefreshOptions
+	// Hints, when Hints.Wait is positive, shorten the wait on a registry host seen
+	// Unreachable recently ([HintOptions]).
+	Hints HintOptions
 }
 
 // Prober probes registries with collapsing and caching.
@@ -59,6 +62,9 @@ type Prober struct {
 	// refreshes is the number of refresh flights, and perRegistry theirs by registry host.
 	refreshes   int
 	perRegistry map[string]int
+	// unreachable is when a probe last found each registry host Unreachable, cleared by any
+	// answer from it (hints.go).
+	unreachable map[string]time.Time
 }
 
 type cached struct {
@@ -108,7 +114,8 @@ func New(opts Options) *Prober {
 		opts.Now = time.Now
 	}
 	opts.Refresh = opts.Refresh.withDefaults(opts.MaxInFlight)
-	return &Prober{opts: opts, cache: map[string]cached{}, flights: map[string]*flight{}, perRegistry: map[string]int{}}
+	opts.Hints = opts.Hints.withDefaults()
+	return &Prober{opts: opts, cache: map[string]cached{}, flights: map[string]*flight{}, perRegistry: map[string]int{}, unreachable: map[string]time.Time{}}
 }
 
 // InFlight is the number of probes running now.
@@ -194,7 +201,9 @@ func (p *Prober) launchLocked(ctx context.Context, k string, t Target, f *flight
 		if p.opts.Observe != nil {
 			p.opts.Observe(t.Registry, r, p.opts.Now().Sub(begin))
 		}
+		host := Registry(t.Reference)
 		p.mu.Lock()
+		p.noteHostLocked(host, r)
 		if prev, ok := p.cache[k]; ok && prev.used.After(use.used) {
 			use = prev // used again while the refresh ran
 		}
@@ -240,10 +249,16 @@ func wait(ctx context.Context, a answer, f *flight) (Result, string) {
 	}
 }
 
-func (p *Prober) lookup(k string) (cached, bool) {
+// read is the cached result of k for a caller with target t, recorded as a use (for the
+// refresher).
+func (p *Prober) read(k string, t Target) (cached, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.lookupLocked(k)
+	c, ok := p.lookupLocked(k)
+	if ok {
+		p.useLocked(k, c, t)
+	}
+	return c, ok
 }
 
 func (p *Prober) lookupLocked(k string) (cached, bool) {
@@ -267,6 +282,11 @@ func (p *Prober) Sweep() {
 	for k, c := range p.cache {
 		if !now.Before(c.expires) {
 			delete(p.cache, k)
+		}
+	}
+	for h, at := range p.unreachable {
+		if now.Sub(at) >= p.opts.Hints.MaxAge {
+			delete(p.unreachable, h)
 		}
 	}
 }

@@ -200,3 +200,20 @@ func TestRefreshIsBoundedPerRegistryAndPerSecond(t *testing.T) {
 		t.Errorf("a deciding probe while a refresh is in flight and MaxInFlight is 1: %s", r)
 	}
 }
+
+// A list Resolve answers from the cache counts as a read: the refresher keeps it fresh past
+// Idle, as long as decisions keep reading it.
+func TestResolveReadsKeepAnEntryRefreshed(t *testing.T) {
+	reg := testutil.NewRegistry(t, "", "")
+	target := probe.Target{Reference: reg.Push(t, "acme/app:v1")}
+	p := probe.New(probe.Options{Timeout: 100 * time.Millisecond, TTL: 300 * time.Millisecond, Refresh: probe.RefreshOptions{Idle: 400 * time.Millisecond}})
+	if got := p.First(t.Context(), []probe.Target{target}); got != 0 {
+		t.Fatalf("first decision: %d", got)
+	}
+	runRefresher(t, p)
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if got := p.First(done(), []probe.Target{target}); got != 0 {
+			t.Fatalf("a decision read past Idle found the entry lapsed (%d)", got)
+		}
+	}
+}

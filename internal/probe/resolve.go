@@ -51,7 +51,7 @@ func (p *Prober) ResolveChoices(ctx context.Context, lists [][]Target, accept Ac
 			if resolved {
 				continue
 			}
-			c, ok := p.lookup(keys[l][i])
+			c, ok := p.read(keys[l][i], t)
 			if !ok {
 				pending, out[l].Index = true, -2 // to be probed
 				resolved = true
@@ -86,8 +86,16 @@ func (p *Prober) ResolveChoices(ctx context.Context, lists [][]Target, accept Ac
 			continue
 		}
 		out[l].Index = -1
-		for i := range lists[l] {
+		for i, t := range lists[l] {
 			s := slots[keys[l][i]]
+			if i < len(lists[l])-1 && s.f != nil {
+				if p.passOver(ctx, t, s.f) {
+					// Its host was Unreachable lately and it did not answer within the
+					// hinted wait: the next candidate in order. Its probe goes on and is
+					// cached.
+					continue
+				}
+			}
 			r, digest := wait(ctx, s.a, s.f)
 			if r == Skipped {
 				// Nobody knows whether this candidate is available: never route past it

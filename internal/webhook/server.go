@@ -68,6 +68,11 @@ type Config struct {
 	// probe package's defaults).
 	ProbeRefreshesPerSecond   float64
 	ProbeRefreshesPerRegistry int
+	// HintedWait, when positive, is how long a candidate whose registry host a probe found
+	// Unreachable within HintMaxAge is waited for before the next one (probe.HintOptions).
+	// Zero: off.
+	HintedWait time.Duration
+	HintMaxAge time.Duration
 	// MatchConditionsGate routes with a routing resource's generation only once the
 	// secret-syncer's leader marked it PodsSent (--match-conditions-gate).
 	MatchConditionsGate bool
@@ -157,6 +162,10 @@ func Run(ctx context.Context, cfg Config) error {
 		Refresh: probe.RefreshOptions{
 			Idle: cfg.ProbeRefreshIdle, PerSecond: cfg.ProbeRefreshesPerSecond, PerRegistry: cfg.ProbeRefreshesPerRegistry,
 			Refreshed: func(registry string) { metrics.ProbeRefreshes.WithLabelValues(registry).Inc() },
+		},
+		Hints: probe.HintOptions{
+			Wait: cfg.HintedWait, MaxAge: cfg.HintMaxAge,
+			PassedOver: func(registry string) { metrics.HintedPassOvers.WithLabelValues(registry).Inc() },
 		},
 	})
 	if cfg.ProbeRefreshIdle > 0 {

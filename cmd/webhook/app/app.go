@@ -46,6 +46,9 @@ type Options struct {
 	ProbeRefreshIdle          time.Duration
 	ProbeRefreshesPerSecond   float64
 	ProbeRefreshesPerRegistry int
+	// HintedWait and HintMaxAge: the wait on a candidate whose host was Unreachable lately.
+	HintedWait time.Duration
+	HintMaxAge time.Duration
 }
 
 // CandidatesOptions are the settings of `webhook candidates`.
@@ -108,6 +111,12 @@ resources.`,
 			if o.ProbeRefreshesPerRegistry <= 0 {
 				return UsageError{errors.New("--probe-refreshes-per-registry must be positive")}
 			}
+			if o.HintedWait < 0 || o.HintedWait >= o.ProbeTimeout {
+				return UsageError{errors.New("--hinted-wait must be at least 0 and shorter than --probe-timeout")}
+			}
+			if o.HintMaxAge <= 0 {
+				return UsageError{errors.New("--hint-max-age must be positive")}
+			}
 			if o.MaxConnsPerRegistry <= 0 {
 				return UsageError{errors.New("--max-conns-per-registry must be positive")}
 			}
@@ -143,6 +152,8 @@ resources.`,
 	f.DurationVar(&o.ProbeRefreshIdle, "probe-refresh-idle", probe.DefaultRefreshIdle, "A probe result an admission read within this is probed again in the background before it lapses, so admissions almost never wait on a registry, even one that hangs; 0 turns it off.")
 	f.Float64Var(&o.ProbeRefreshesPerSecond, "probe-refreshes-per-second", probe.DefaultRefreshesPerSecond, "Most background refresh probes started a second, all registries together.")
 	f.IntVar(&o.ProbeRefreshesPerRegistry, "probe-refreshes-per-registry", probe.DefaultRefreshesPerRegistry, "Most background refresh probes in flight to one registry host; they never take room from the probes admissions wait on.")
+	f.DurationVar(&o.HintedWait, "hinted-wait", probe.DefaultHintedWait, "A candidate whose registry host a probe found Unreachable within --hint-max-age (no answer in time, a network error, a 5xx; never a 401, 404 or 429) is still probed, but waited for at most this before the next candidate in order is taken; a candidate that answers within it is chosen as before. 0 turns it off.")
+	f.DurationVar(&o.HintMaxAge, "hint-max-age", probe.DefaultHintMaxAge, "How long a registry host found Unreachable stays hinted, unless it answers before.")
 	f.IntVar(&o.MaxConnsPerRegistry, "max-conns-per-registry", probe.DefaultMaxConnsPerHost, "Most connections to one registry (per scheme).")
 	f.StringVar(&o.CertDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory holding tls.crt and tls.key for the webhook server.")
 	f.StringVar(&o.Host, "webhook-bind-address", "", "Address the webhook server binds to (empty: all interfaces).")

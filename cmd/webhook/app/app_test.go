@@ -41,21 +41,21 @@ func TestServeFlags(t *testing.T) {
 		"defaults": {
 			want: app.Options{ClusterResourceNamespace: "kuik-system", ProbeTimeout: 2 * time.Second, CacheTTL: 10 * time.Second,
 				MaxProbesInFlight: 256, MaxConnsPerRegistry: 16, CertDir: "/tmp/k8s-webhook-server/serving-certs", Port: 9443, MetricsBindAddress: ":8080", HealthProbeBindAddress: ":8081",
-				ProbeRefreshIdle: 2 * time.Minute, ProbeRefreshesPerSecond: 20, ProbeRefreshesPerRegistry: 2},
+				ProbeRefreshIdle: 2 * time.Minute, ProbeRefreshesPerSecond: 20, ProbeRefreshesPerRegistry: 2, HintedWait: 200 * time.Millisecond, HintMaxAge: 5 * time.Minute},
 		},
 		"the namespace defaults to POD_NAMESPACE": {
 			env: "kuik",
 			want: app.Options{ClusterResourceNamespace: "kuik", ProbeTimeout: 2 * time.Second, CacheTTL: 10 * time.Second,
 				MaxProbesInFlight: 256, MaxConnsPerRegistry: 16, CertDir: "/tmp/k8s-webhook-server/serving-certs", Port: 9443, MetricsBindAddress: ":8080", HealthProbeBindAddress: ":8081",
-				ProbeRefreshIdle: 2 * time.Minute, ProbeRefreshesPerSecond: 20, ProbeRefreshesPerRegistry: 2},
+				ProbeRefreshIdle: 2 * time.Minute, ProbeRefreshesPerSecond: 20, ProbeRefreshesPerRegistry: 2, HintedWait: 200 * time.Millisecond, HintMaxAge: 5 * time.Minute},
 		},
 		"every flag": {
 			args: []string{"--kubeconfig=/k", "--cluster-resource-namespace=ns", "--probe-timeout=500ms", "--cache-ttl=1m",
 				"--max-probes-in-flight=8", "--max-conns-per-registry=2", "--cert-dir=/c", "--webhook-bind-address=127.0.0.1", "--webhook-port=1", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:2",
-				"--cluster-id=eu-west-1", "--match-conditions-gate", "--probe-refresh-idle=0s", "--probe-refreshes-per-second=2.5", "--probe-refreshes-per-registry=1"},
+				"--cluster-id=eu-west-1", "--match-conditions-gate", "--probe-refresh-idle=0s", "--probe-refreshes-per-second=2.5", "--probe-refreshes-per-registry=1", "--hinted-wait=0s", "--hint-max-age=1m"},
 			want: app.Options{Kubeconfig: "/k", ClusterResourceNamespace: "ns", ProbeTimeout: 500 * time.Millisecond, CacheTTL: time.Minute,
 				MaxProbesInFlight: 8, MaxConnsPerRegistry: 2, CertDir: "/c", Host: "127.0.0.1", Port: 1, MetricsBindAddress: "0", HealthProbeBindAddress: "127.0.0.1:2",
-				ClusterID: "eu-west-1", MatchConditionsGate: true, ProbeRefreshesPerSecond: 2.5, ProbeRefreshesPerRegistry: 1},
+				ClusterID: "eu-west-1", MatchConditionsGate: true, ProbeRefreshesPerSecond: 2.5, ProbeRefreshesPerRegistry: 1, HintMaxAge: time.Minute},
 		},
 	}
 	for name, tc := range tests {
@@ -81,6 +81,9 @@ func TestUsageErrors(t *testing.T) {
 		"negative refresh idle":        {"--probe-refresh-idle=-1s"},
 		"no refresh a second":          {"--probe-refreshes-per-second=0"},
 		"no refresh per registry":      {"--probe-refreshes-per-registry=0"},
+		"hinted wait past the timeout": {"--hinted-wait=2s"},
+		"negative hinted wait":         {"--hinted-wait=-1s"},
+		"no hint age":                  {"--hint-max-age=0s"},
 		"empty namespace":              {"--cluster-resource-namespace="},
 		"cluster ID not a DNS label":   {"--cluster-id=EU_1"},
 		"cluster ID too long":          {"--cluster-id=" + strings.Repeat("a", 33)},

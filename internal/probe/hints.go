@@ -1,0 +1,115 @@
+package probe
+
+import (
+	"context"
+	"time"
+)
+
+// Defaults of [HintOptions].
+const (
+	// DefaultHintedWait is how long a candidate whose host was Unreachable lately is waited
+	// for before the next one in order is taken.
+	DefaultHintedWait = 200 * time.Millisecond
+	// DefaultHintMaxAge is how long a host seen Unreachable stays hinted.
+	DefaultHintMaxAge = 5 * time.Minute
+	// maxHintedHosts bounds the hinted hosts: pod authors choose the hosts of originals, so a
+	// flood of invented ones evicts the oldest hints, never grows the map.
+	maxHintedHosts = 4096
+)
+
+// HintOptions shorten an admission's wait on a registry that hangs. A host a probe found
+// Unreachable (no answer in time, a network error, a 5xx) is hinted for MaxAge, until any
+// answer from it (a 401, a 404 and a 429 are answers: never a hint). A candidate on a hinted
+// host, with candidates after it, is still probed, but waited for at most Wait: if it has
+// not answered by then, the next candidate in order is taken for this decision, and its
+// probe goes on and is cached. A hint can cost a decision at most Wait; it never routes
+// past a candidate that answers within it.
+type HintOptions struct {
+	// Wait is the hinted wait; zero or less turns hints off.
+	Wait time.Duration
+	// MaxAge is how long a host stays hinted (default DefaultHintMaxAge).
+	MaxAge time.Duration
+	// PassedOver, when set, is called for every candidate passed over at the hinted wait,
+	// with its target's Registry label.
+	PassedOver func(registry string)
+}
+
+func (o HintOptions) withDefaults() HintOptions {
+	if o.MaxAge <= 0 {
+		o.MaxAge = DefaultHintMaxAge
+	}
+	return o
+}
+
+// noteHostLocked records what a probe of host found.
+func (p *Prober) noteHostLocked(host string, r Result) {
+	if host == "" {
+		return
+	}
+	switch r {
+	case Unreachable:
+		if _, ok := p.unreachable[host]; !ok && len(p.unreachable) >= maxHintedHosts {
+			oldest, at := "", time.Time{}
+			for h, t := range p.unreachable {
+				if oldest == "" || t.Before(at) {
+					oldest, at = h, t
+				}
+			}
+			delete(p.unreachable, oldest)
+		}
+		p.unreachable[host] = p.opts.Now()
+	case Available, NotFound, InvalidAuth, QuotaExceeded:
+		delete(p.unreachable, host)
+	}
+}
+
+// hintedHost reports whether t's host was found Unreachable within MaxAge.
+func (p *Prober) hintedHost(t Target) bool {
+	host := Registry(t.Reference)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at, ok := p.unreachable[host]
+	if !ok {
+		return false
+	}
+	if p.opts.Now().Sub(at) >= p.opts.Hints.MaxAge {
+		delete(p.unreachable, host)
+		return false
+	}
+	return true
+}
+
+// passOver reports whether the caller should take the next candidate instead of waiting on
+// f: hints are on, t's host is hinted, and f has not landed within the hinted wait.
+func (p *Prober) passOver(ctx context.Context, t Target, f *flight) bool {
+	if p.opts.Hints.Wait <= 0 || !p.hintedHost(t) {
+		return false
+	}
+	timer := time.NewTimer(p.opts.Hints.Wait)
+	defer timer.Stop()
+	select {
+	case <-f.done:
+		return false
+	case <-ctx.Done():
+		return false // wait answers Unreachable at once
+	case <-timer.C:
+	}
+	if p.opts.Hints.PassedOver != nil {
+		p.opts.Hints.PassedOver(t.Registry)
+	}
+	return true
+}
+
+// Hinted returns the registry hosts found Unreachable within MaxAge, and when.
+func (p *Prober) Hinted() map[string]time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]time.Time, len(p.unreachable))
+	now := p.opts.Now()
+	for h, at := range p.unreachable {
+		if now.Sub(at) < p.opts.Hints.MaxAge {
+			out[h] = at
+		}
+	}
+	return out
+}

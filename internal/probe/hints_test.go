@@ -1,0 +1,90 @@
+package probe_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/enix/kuik/internal/probe"
+	"github.com/enix/kuik/internal/testutil"
+)
+
+// A host that hangs costs the probe timeout once: the next decision on it, for another image,
+// takes the next candidate after the hinted wait, before a deadline shorter than the probe
+// timeout. Once the host answers again, its candidate is chosen as before: a hint never
+// routes past a candidate that answers within the hinted wait.
+func TestHintedHostCostsTheHintedWaitNotTheTimeout(t *testing.T) {
+	hanging := testutil.NewRegistry(t, "", "")
+	good := testutil.NewRegistry(t, "", "")
+	alt := probe.Target{Reference: good.Push(t, "acme/app:v1")}
+	third := probe.Target{Reference: hanging.Push(t, "acme/third:v1")}
+	hanging.SetBehavior(testutil.Hang)
+	var passed atomic.Int64
+	p := probe.New(probe.Options{Timeout: time.Second, Hints: probe.HintOptions{Wait: 100 * time.Millisecond, PassedOver: func(string) { passed.Add(1) }}})
+
+	if got := p.First(t.Context(), []probe.Target{{Reference: hanging.Host + "/acme/app:v1"}, alt}); got != 1 {
+		t.Fatalf("first decision: %d, want the alternative", got)
+	}
+	if passed.Load() != 0 {
+		t.Fatal("the first decision on a host never seen was hinted")
+	}
+	if _, ok := p.Hinted()[hanging.Host]; !ok {
+		t.Fatalf("hinted hosts %v, want %s", p.Hinted(), hanging.Host)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 700*time.Millisecond)
+	defer cancel()
+	if got := p.First(ctx, []probe.Target{{Reference: hanging.Host + "/acme/other:v1"}, alt}); got != 1 {
+		t.Fatalf("hinted decision: %d, want the alternative", got)
+	}
+	if ctx.Err() != nil {
+		t.Error("the hinted decision waited until the caller's deadline (700ms, the probe timeout is 1s)")
+	}
+	if passed.Load() != 1 {
+		t.Errorf("%d candidates passed over at the hinted wait, want 1", passed.Load())
+	}
+
+	hanging.SetBehavior(testutil.Serve)
+	if got := p.First(t.Context(), []probe.Target{third, alt}); got != 0 {
+		t.Errorf("a hinted host that answers again: decision %d, want its candidate (0)", got)
+	}
+	if _, ok := p.Hinted()[hanging.Host]; ok {
+		t.Error("the host answered, and is still hinted")
+	}
+}
+
+// A 429 and a 401 are answers: never a hint.
+func TestRateLimitAndAuthFailuresAreNeverHints(t *testing.T) {
+	limited := testutil.NewRegistry(t, "", "")
+	limited.SetBehavior(testutil.RateLimit)
+	private := testutil.NewRegistry(t, "u", "p")
+	good := testutil.NewRegistry(t, "", "")
+	alt := probe.Target{Reference: good.Push(t, "acme/app:v1")}
+	p := probe.New(probe.Options{Timeout: time.Second, Hints: probe.HintOptions{Wait: 100 * time.Millisecond}})
+	for _, original := range []string{limited.Host + "/acme/app:v1", private.Push(t, "acme/app:v1")} {
+		if got := p.First(t.Context(), []probe.Target{{Reference: original}, alt}); got != 1 {
+			t.Fatalf("%s: decision %d, want the alternative", original, got)
+		}
+	}
+	if h := p.Hinted(); len(h) != 0 {
+		t.Errorf("hinted hosts %v after a 429 and a 401, want none", h)
+	}
+}
+
+// A hint lapses after MaxAge.
+func TestHintsLapse(t *testing.T) {
+	down := testutil.NewRegistry(t, "", "")
+	down.SetBehavior(testutil.Fail)
+	p := probe.New(probe.Options{Hints: probe.HintOptions{Wait: 100 * time.Millisecond, MaxAge: 200 * time.Millisecond}})
+	if r := p.Probe(t.Context(), probe.Target{Reference: down.Host + "/acme/app:v1"}); r != probe.Unreachable {
+		t.Fatalf("probe of a failing registry: %s", r)
+	}
+	if len(p.Hinted()) != 1 {
+		t.Fatalf("hinted hosts %v, want the failing one", p.Hinted())
+	}
+	time.Sleep(300 * time.Millisecond)
+	if h := p.Hinted(); len(h) != 0 {
+		t.Errorf("hinted hosts %v past MaxAge, want none", h)
+	}
+}
