@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -110,15 +109,16 @@ func (m *PodMutator) mutate(ctx context.Context, req admission.Request) (ops []j
 	case req.SubResource == "" && req.Operation == admissionv1.Create:
 	case req.SubResource == "ephemeralcontainers" && req.Operation == admissionv1.Update:
 		scope.EphemeralOnly = true
-		scope.Previous = &corev1.Pod{}
-		if err := json.Unmarshal(req.OldObject.Raw, scope.Previous); err != nil {
+		previous, err := decodePod(req.OldObject.Raw)
+		if err != nil {
 			return nil, nil, "decode", fmt.Errorf("decoding old pod: %w", err)
 		}
+		scope.Previous = previous
 	default:
 		return nil, nil, "", nil
 	}
-	pod := &corev1.Pod{}
-	if err := json.Unmarshal(req.Object.Raw, pod); err != nil {
+	pod, err := decodePod(req.Object.Raw)
+	if err != nil {
 		return nil, nil, "decode", fmt.Errorf("decoding pod: %w", err)
 	}
 	ix := m.Index.Load()

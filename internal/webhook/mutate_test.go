@@ -311,6 +311,58 @@ func TestPodMutatorAdmitsUnchangedOnInternalErrors(t *testing.T) {
 	}
 }
 
+// kuik decodes only the fields of a pod it reads: one of them with the wrong type (or a pod that
+// is not JSON) admits the pod unchanged with the decode warning, as decoding the whole pod did;
+// a field kuik does not read is not decoded, so the wrong type there does not stop routing (the
+// API server, which sends its own serialization of the pod, never sends one).
+func TestPodMutatorDecodesOnlyTheFieldsItReads(t *testing.T) {
+	ia := testutil.Alternative("acme", v1alpha1.RewritePolicyOnFailure,
+		v1alpha1.Alternative{Repository: "quay.io/acme/foo"}, v1alpha1.Alternative{Repository: "mirror.local/acme/foo"})
+	const c = `{"name":"c","image":"quay.io/acme/foo:v1"}`
+	tests := map[string]struct {
+		pod, old string
+		routed   bool
+	}{
+		"not JSON":                           {pod: `{"spec":{"containers":[` + c + `]}`},
+		"containers not a list":              {pod: `{"spec":{"containers":` + c + `}}`},
+		"an image not a string":              {pod: `{"spec":{"containers":[{"name":"c","image":1}]}}`},
+		"a container name not a string":      {pod: `{"spec":{"containers":[{"name":["c"],"image":"quay.io/acme/foo:v1"}]}}`},
+		"an init container not an object":    {pod: `{"spec":{"initContainers":["x"],"containers":[` + c + `]}}`},
+		"a label value not a string":         {pod: `{"metadata":{"labels":{"app":1}},"spec":{"containers":[` + c + `]}}`},
+		"annotations a list":                 {pod: `{"metadata":{"annotations":["a"]},"spec":{"containers":[` + c + `]}}`},
+		"the namespace not a string":         {pod: `{"metadata":{"namespace":{}},"spec":{"containers":[` + c + `]}}`},
+		"a pull secret name not a string":    {pod: `{"spec":{"containers":[` + c + `],"imagePullSecrets":[{"name":1}]}}`},
+		"a syntax error in an unread field":  {pod: `{"spec":{"containers":[` + c + `],"nodeName":nil}}`},
+		"the old pod's ephemeral containers": {pod: `{"spec":{"containers":[` + c + `],"ephemeralContainers":[{"name":"e","image":"quay.io/acme/foo:v1"}]}}`, old: `{"spec":{"ephemeralContainers":{}}}`},
+		"an unread field of the wrong type":  {pod: `{"spec":{"nodeName":1,"containers":[{"name":"c","image":"quay.io/acme/foo:v1","resources":{"limits":{"cpu":"lots"}}}]},"status":{"phase":[]}}`, routed: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			a := &availability{available: map[string]bool{"mirror.local/acme/foo:v1": true}}
+			req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				UID: "uid", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Namespace: "ns",
+				Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: []byte(tc.pod)},
+			}}
+			if tc.old != "" {
+				req.Operation, req.SubResource, req.OldObject = admissionv1.Update, "ephemeralcontainers", runtime.RawExtension{Raw: []byte(tc.old)}
+			}
+			resp := mutator(t, a, []v1alpha1.ImageAlternative{ia}, nil).Handle(t.Context(), req)
+			if tc.routed {
+				if !resp.Allowed || len(resp.Patches) == 0 || len(resp.Warnings) != 0 {
+					t.Errorf("want the pod routed, got allowed=%v patches=%v warnings=%v", resp.Allowed, resp.Patches, resp.Warnings)
+				}
+				return
+			}
+			if !resp.Allowed || len(resp.Patches) != 0 || resp.Patch != nil {
+				t.Errorf("want the pod admitted unchanged, got allowed=%v patches=%v", resp.Allowed, resp.Patches)
+			}
+			if want := []string{"kuik: image routing skipped after an internal error (decode)"}; !slices.Equal(resp.Warnings, want) {
+				t.Errorf("warnings = %q, want %q", resp.Warnings, want)
+			}
+		})
+	}
+}
+
 func TestEphemeralContainersRouteOnlyNewOnesWithoutInjecting(t *testing.T) {
 	ia := testutil.Alternative("acme", v1alpha1.RewritePolicyOnFailure,
 		v1alpha1.Alternative{Repository: "quay.io/acme/debug"},
