@@ -17,6 +17,13 @@ import (
 // reason and dry-run. Route reads and writes them; the secret-syncer's pod cache reads them
 // through RewrittenContainers. Both read them with readMap, so they agree on what a record says.
 
+// RecordAnnotations are the annotations of a pod Route writes, sorted, and RecordLabels its
+// labels: Route changes nothing else of a pod's metadata, so a patch need only compare these.
+var (
+	RecordAnnotations = [...]string{v1alpha1.AnnotationDryRun, v1alpha1.AnnotationOriginalImages, v1alpha1.AnnotationReason, v1alpha1.AnnotationRewrittenBy}
+	RecordLabels      = [...]string{v1alpha1.LabelRewritten}
+)
+
 // records are a pod's records as Route reads and rewrites them.
 type records struct {
 	originals, rewrittenBy, reasons map[string]string

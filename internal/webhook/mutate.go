@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -93,15 +92,21 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) (resp ad
 		return admission.Allowed("")
 	}
 	result = "patched"
-	return admission.Patched("", ops...)
+	// The patch's bytes, not admission.Patched's operations, which controller-runtime would
+	// encode again by reflection.
+	resp = admission.Allowed("")
+	resp.Patch, resp.PatchType = ops, &jsonPatch
+	return resp
 }
+
+var jsonPatch = admissionv1.PatchTypeJSONPatch
 
 func admitUnchanged(stage string) admission.Response {
 	return admission.Allowed("").WithWarnings("kuik: image routing skipped after an internal error (" + stage + ")")
 }
 
 // mutate returns the JSON patch for the pod, empty when nothing changes.
-func (m *PodMutator) mutate(ctx context.Context, req admission.Request) (ops []jsonpatch.Operation, decisions []route.Decision, stage string, err error) {
+func (m *PodMutator) mutate(ctx context.Context, req admission.Request) (ops []byte, decisions []route.Decision, stage string, err error) {
 	var scope route.Scope
 	switch {
 	case req.Kind.Kind != "Pod":
@@ -148,7 +153,7 @@ func (m *PodMutator) mutate(ctx context.Context, req admission.Request) (ops []j
 			decisions[i].DryRun = nil
 		}
 	}
-	if after := annotationsSize(pod.Annotations); after > apivalidation.TotalAnnotationSizeLimitB && annotationsSize(b.annotations) <= apivalidation.TotalAnnotationSizeLimitB {
+	if after := annotationsSize(pod.Annotations); after > apivalidation.TotalAnnotationSizeLimitB && b.annotationsSize <= apivalidation.TotalAnnotationSizeLimitB {
 		return nil, nil, "annotations", fmt.Errorf("kuik's records would take the pod's annotations to %d bytes, over the API server's limit of %d", after, apivalidation.TotalAnnotationSizeLimitB)
 	}
 	// Nor must they be more than the secret-syncer keeps of a pod: it would count the pod as

@@ -1,6 +1,7 @@
 package webhook_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -98,6 +99,36 @@ func createRequest(t testing.TB, pod *corev1.Pod) admission.Request {
 		Operation: admissionv1.Create,
 		Object:    runtime.RawExtension{Raw: raw},
 	}}
+}
+
+// patches decodes the JSON patch the mutator answered, nil for none; the mutator writes the
+// patch's bytes itself (resp.Patch), never operations for controller-runtime to encode.
+func patches(t testing.TB, resp admission.Response) []jsonpatch.JsonPatchOperation {
+	t.Helper()
+	if len(resp.Patches) > 0 {
+		t.Fatalf("operations %v for controller-runtime to encode", resp.Patches)
+	}
+	if resp.Patch == nil {
+		if resp.PatchType != nil {
+			t.Fatalf("patch type %s without a patch", *resp.PatchType)
+		}
+		return nil
+	}
+	if resp.PatchType == nil || *resp.PatchType != admissionv1.PatchTypeJSONPatch {
+		t.Fatalf("patch type %v, want %s", resp.PatchType, admissionv1.PatchTypeJSONPatch)
+	}
+	var ops []jsonpatch.JsonPatchOperation
+	if err := json.Unmarshal(resp.Patch, &ops); err != nil {
+		t.Fatalf("the patch is not a JSON patch: %v\n%s", err, resp.Patch)
+	}
+	if len(ops) == 0 {
+		t.Fatalf("an empty patch %s: none is nil", resp.Patch)
+	}
+	// Byte for byte what controller-runtime would have written for the same operations.
+	if want, err := json.Marshal(ops); err != nil || !bytes.Equal(resp.Patch, want) {
+		t.Fatalf("the patch is\n%s\nwhere json.Marshal of its operations gives\n%s (%v)", resp.Patch, want, err)
+	}
+	return ops
 }
 
 func pod(containers ...corev1.Container) *corev1.Pod {
@@ -259,7 +290,7 @@ func checkPatch(t *testing.T, ias []v1alpha1.ImageAlternative, ims []v1alpha1.Im
 	if !resp.Allowed || len(resp.Warnings) > 0 {
 		t.Fatalf("allowed=%v warnings=%v result=%+v", resp.Allowed, resp.Warnings, resp.Result)
 	}
-	if diff := cmp.Diff(sortPatch(want), sortPatch(resp.Patches)); diff != "" {
+	if diff := cmp.Diff(sortPatch(want), sortPatch(patches(t, resp))); diff != "" {
 		t.Errorf("patch (-want +got):\n%s", diff)
 	}
 	if len(a.asked) != probed {
@@ -302,7 +333,7 @@ func TestPodMutatorAdmitsUnchangedOnInternalErrors(t *testing.T) {
 			}
 			resp := m.Handle(t.Context(), createRequest(t, tc.pod))
 			if !resp.Allowed || len(resp.Patches) != 0 || resp.Patch != nil {
-				t.Errorf("want the pod admitted unchanged, got allowed=%v patches=%v", resp.Allowed, resp.Patches)
+				t.Errorf("want the pod admitted unchanged, got allowed=%v patch %s", resp.Allowed, resp.Patch)
 			}
 			if len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "internal error") {
 				t.Errorf("warnings = %v, want one naming the internal error", resp.Warnings)
@@ -348,13 +379,13 @@ func TestPodMutatorDecodesOnlyTheFieldsItReads(t *testing.T) {
 			}
 			resp := mutator(t, a, []v1alpha1.ImageAlternative{ia}, nil).Handle(t.Context(), req)
 			if tc.routed {
-				if !resp.Allowed || len(resp.Patches) == 0 || len(resp.Warnings) != 0 {
-					t.Errorf("want the pod routed, got allowed=%v patches=%v warnings=%v", resp.Allowed, resp.Patches, resp.Warnings)
+				if !resp.Allowed || len(patches(t, resp)) == 0 || len(resp.Warnings) != 0 {
+					t.Errorf("want the pod routed, got allowed=%v patch %s warnings=%v", resp.Allowed, resp.Patch, resp.Warnings)
 				}
 				return
 			}
 			if !resp.Allowed || len(resp.Patches) != 0 || resp.Patch != nil {
-				t.Errorf("want the pod admitted unchanged, got allowed=%v patches=%v", resp.Allowed, resp.Patches)
+				t.Errorf("want the pod admitted unchanged, got allowed=%v patch %s", resp.Allowed, resp.Patch)
 			}
 			if want := []string{"kuik: image routing skipped after an internal error (decode)"}; !slices.Equal(resp.Warnings, want) {
 				t.Errorf("warnings = %q, want %q", resp.Warnings, want)
@@ -381,7 +412,7 @@ func TestEphemeralContainersRouteOnlyNewOnesWithoutInjecting(t *testing.T) {
 
 	resp := mutator(t, a, []v1alpha1.ImageAlternative{ia}, nil).Handle(t.Context(), req)
 	want := []jsonpatch.JsonPatchOperation{{Operation: "replace", Path: "/spec/ephemeralContainers/1/image", Value: "public.local/acme/debug:v1"}}
-	if diff := cmp.Diff(want, resp.Patches); diff != "" {
+	if diff := cmp.Diff(want, patches(t, resp)); diff != "" {
 		t.Errorf("patch (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([][]string{{"quay.io/acme/debug:v1", "public.local/acme/debug:v1"}}, a.asked); diff != "" {
