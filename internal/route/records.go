@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -102,13 +103,16 @@ type usedEntry struct {
 
 // verify drops the records kuik could not have written and returns the containers whose record
 // is true (routed before) and the entries those containers pull from.
-func verify(rec *records, all []container, ix *routing.Index, podLabels, namespaceLabels labels.Set) (map[string]bool, map[usedEntry]bool) {
+func verify(rec *records, all []container, ix *routing.Index, podLabels, namespaceLabels labels.Set) (done map[string]bool, used map[usedEntry]bool) {
+	if len(rec.originals) == 0 && len(rec.rewrittenBy) == 0 && len(rec.reasons) == 0 {
+		return nil, nil // nothing to verify (a pod kuik never saw): nothing to allocate
+	}
 	images := make(map[string]string, len(all))
 	for _, c := range all {
 		images[c.name] = *c.image
 	}
-	done := map[string]bool{}
-	used := map[usedEntry]bool{}
+	done = map[string]bool{}
+	used = map[usedEntry]bool{}
 	for name, original := range rec.originals {
 		current, exists := images[name]
 		src, err := routing.ParseSource(rec.rewrittenBy[name])
@@ -143,11 +147,15 @@ func verify(rec *records, all []container, ix *routing.Index, podLabels, namespa
 // write puts the records back on the pod: each annotation as a JSON map, or removed when empty,
 // and the kuik.enix.io/rewritten label exactly when a container is recorded as rewritten.
 func (rec *records) write(pod *corev1.Pod) error {
-	for key, m := range map[string]map[string]string{
-		v1alpha1.AnnotationOriginalImages: rec.originals,
-		v1alpha1.AnnotationRewrittenBy:    rec.rewrittenBy,
-		v1alpha1.AnnotationReason:         rec.reasons,
+	for _, r := range [...]struct {
+		key string
+		m   map[string]string
+	}{
+		{v1alpha1.AnnotationOriginalImages, rec.originals},
+		{v1alpha1.AnnotationRewrittenBy, rec.rewrittenBy},
+		{v1alpha1.AnnotationReason, rec.reasons},
 	} {
+		key, m := r.key, r.m
 		if len(m) == 0 {
 			delete(pod.Annotations, key)
 			continue
@@ -238,17 +246,71 @@ func readRawMap(annotations map[string]string, key string) map[string]json.RawMe
 	return m
 }
 
-// readMap decodes one of kuik's JSON map annotations. kuik never writes a malformed one, so a
-// malformed value (or JSON null) is someone else's and reads as empty: the record is dropped
-// and rewritten rather than shielding the pod's other records from verification.
+// readMap decodes one of kuik's JSON map annotations; nil when there is none (most pods: no
+// allocation). kuik never writes a malformed one, so a malformed value (or JSON null) is
+// someone else's and reads as empty: the record is dropped and rewritten rather than shielding
+// the pod's other records from verification.
 func readMap(annotations map[string]string, key string) map[string]string {
-	m := map[string]string{}
 	v, ok := annotations[key]
 	if !ok || v == "" {
+		return nil
+	}
+	if m, ok := decodePlainMap(v); ok {
 		return m
 	}
-	if err := json.Unmarshal([]byte(v), &m); err != nil || m == nil {
-		return map[string]string{}
+	var m map[string]string
+	if err := json.Unmarshal([]byte(v), &m); err != nil {
+		return nil
 	}
 	return m
+}
+
+// decodePlainMap is json.Unmarshal of v into a map[string]string when v is written as
+// encodeMap writes it directly ({"k":"v",...}, no space, no escape, printable ASCII only): the
+// records kuik wrote, decoded without reflection and without copying a string. false for
+// anything else, which json.Unmarshal decodes.
+func decodePlainMap(v string) (map[string]string, bool) {
+	if len(v) < 2 || v[0] != '{' || v[len(v)-1] != '}' {
+		return nil, false
+	}
+	body := v[1 : len(v)-1]
+	m := make(map[string]string, strings.Count(body, `","`)+1)
+	if body == "" {
+		return m, true
+	}
+	for {
+		k, rest, ok := plainString(body)
+		if !ok || rest == "" || rest[0] != ':' {
+			return nil, false
+		}
+		val, rest, ok := plainString(rest[1:])
+		if !ok {
+			return nil, false
+		}
+		m[k] = val // the last of duplicate keys wins, as with json.Unmarshal
+		if rest == "" {
+			return m, true
+		}
+		if rest[0] != ',' {
+			return nil, false
+		}
+		body = rest[1:]
+	}
+}
+
+// plainString cuts the JSON string at the start of s when nothing in it is escaped and it is
+// printable ASCII: its value and what follows it.
+func plainString(s string) (value, rest string, ok bool) {
+	if s == "" || s[0] != '"' {
+		return "", "", false
+	}
+	for i := 1; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"':
+			return s[1:i], s[i+1:], true
+		case c < 0x20 || c > 0x7e || c == '\\':
+			return "", "", false
+		}
+	}
+	return "", "", false
 }
