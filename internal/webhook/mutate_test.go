@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/route"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/internal/testutil"
@@ -339,6 +341,41 @@ func TestPodMutatorAdmitsUnchangedOnInternalErrors(t *testing.T) {
 				t.Errorf("warnings = %v, want one naming the internal error", resp.Warnings)
 			}
 		})
+	}
+}
+
+// Every pod admission is counted under its result, patched, unchanged or error.
+func TestPodAdmissionsAreCountedByResult(t *testing.T) {
+	ia := testutil.Alternative("acme", v1alpha1.RewritePolicyOnFailure,
+		v1alpha1.Alternative{Repository: "quay.io/acme/foo"}, v1alpha1.Alternative{Repository: "mirror.local/acme/foo"})
+	a := &availability{available: map[string]bool{"mirror.local/acme/foo:v1": true}}
+	count := func(result string) float64 {
+		return promtestutil.ToFloat64(metrics.Admissions.WithLabelValues("mutate-pods", result))
+	}
+	for _, tc := range []struct {
+		result string
+		pod    *corev1.Pod
+		index  bool
+	}{
+		{"patched", pod(corev1.Container{Name: "c", Image: "quay.io/acme/foo:v1"}), true},
+		{"unchanged", pod(corev1.Container{Name: "c", Image: "ghcr.io/other/app:v1"}), true},
+		{"error", pod(corev1.Container{Name: "c", Image: "quay.io/acme/foo:v1"}), false},
+	} {
+		m := mutator(t, a, []v1alpha1.ImageAlternative{ia}, nil)
+		if !tc.index {
+			m.Index = &atomic.Pointer[routing.Index]{}
+		}
+		before := map[string]float64{"patched": count("patched"), "unchanged": count("unchanged"), "error": count("error")}
+		m.Handle(t.Context(), createRequest(t, tc.pod))
+		for result, n := range before {
+			want := n
+			if result == tc.result {
+				want++
+			}
+			if got := count(result); got != want {
+				t.Errorf("%s admission: %s counted %v times, want %v", tc.result, result, got-n, want-n)
+			}
+		}
 	}
 }
 
