@@ -11,7 +11,8 @@ import (
 // FuzzDecodePod checks decodePod against json.Unmarshal of a whole corev1.Pod: whenever the
 // whole pod decodes, decodePod does too and gives every field kuik reads the same value, nil
 // and empty kept apart. (The converse does not hold: a pod whose other fields do not decode
-// still decodes for kuik.)
+// still decodes for kuik.) And whenever decodeFields takes a pod, it decodes it exactly as
+// json.Unmarshal does.
 func FuzzDecodePod(f *testing.F) {
 	for _, seed := range seedReviews(f) {
 		if req, ok := decodeReview(seed); ok && len(req.Object.Raw) > 0 {
@@ -22,15 +23,25 @@ func FuzzDecodePod(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
+		var fast podFields
+		if json.Valid(raw) && decodeFields(raw, &fast) {
+			var want podFields
+			if err := json.Unmarshal(raw, &want); err != nil {
+				t.Fatalf("decodeFields took a pod json.Unmarshal refuses: %v", err)
+			}
+			if diff := cmp.Diff(want, fast, cmp.AllowUnexported(podFields{})); diff != "" {
+				t.Errorf("decodeFields (-json.Unmarshal +decodeFields):\n%s", diff)
+			}
+		}
 		var whole corev1.Pod
 		if err := json.Unmarshal(raw, &whole); err != nil {
 			return
 		}
-		got, err := decodePod(raw)
-		if err != nil {
+		var got corev1.Pod
+		if err := decodePod(raw, &got); err != nil {
 			t.Fatalf("the whole pod decodes, what kuik reads does not: %v", err)
 		}
-		if diff := cmp.Diff(readFields(&whole), readFields(got)); diff != "" {
+		if diff := cmp.Diff(readFields(&whole), readFields(&got)); diff != "" {
 			t.Errorf("what kuik reads (-whole pod +decodePod):\n%s", diff)
 		}
 	})
@@ -48,6 +59,31 @@ var decodeSeeds = []string{
 	`null`,
 	`{"spec":{"containers":[{"name":"c","image":1}]}}`,
 	`{"spec":{"nodeName":1,"containers":[{"name":"c","image":"quay.io/acme/app:v1"}]}}`,
+	// Read by decodeFields: spaces, escapes, UTF-8 (valid or not), values it skips holding
+	// brackets and quotes, numbers and literals, a key written with an escape.
+	"{ \"metadata\" : { \"annotations\" : { \"a\" : \"{\\\"x\\\":[1,{}]}\", \"b\":\"\u00e9\u003c\", \"c\":\"é\xff\" } ,\n\"labels\":{\"app\":\"x\",\"app\":\"y\"}},\n \"spec\":{\"nodeSelector\":{\"k\":\"}]\\\"\"},\"priority\":-1.5e3,\"hostNetwork\":true,\"x\":[[],[{}],null],\"containers\":[{\"name\":\"c\",\"ports\":[{\"containerPort\":80}],\"im\\u0061ge\":\"quay.io/acme/app:v1\"}],\"imagePullSecrets\":[{\"name\":\"s\"}]}}",
+	`{"metadata":{"labels":{}},"spec":{"containers":[],"initContainers":[{}],"imagePullSecrets":[]}}`,
+	`{"spec":{"containers":[{"name":"c","name":"d"}]}}`,
+	`{"spec":{"containers":[{"name":"c","Image":"x"}]}}`,
+	`{"metadata":{"labels":{"a":null}}}`,
+}
+
+// The pods the API server sends, and the corners above that decodeFields reads, take its
+// path, not json.Unmarshal's.
+func TestDecodeFieldsReadsWhatTheAPIServerWrites(t *testing.T) {
+	var pods [][]byte
+	for _, seed := range seedReviews(t) {
+		if req, ok := decodeReview(seed); ok && req.Kind.Kind == "Pod" {
+			pods = append(pods, req.Object.Raw)
+		}
+	}
+	pods = append(pods, []byte(decodeSeeds[10]), []byte(decodeSeeds[11]))
+	for _, raw := range pods {
+		var f podFields
+		if !json.Valid(raw) || !decodeFields(raw, &f) {
+			t.Errorf("decodeFields left %s to json.Unmarshal", raw)
+		}
+	}
 }
 
 // read is what kuik reads of a pod.

@@ -258,11 +258,10 @@ func checkPodResponse(t *testing.T, req *review, resp *admissionv1.AdmissionResp
 	// patch is checked against those fields.
 	var before, after corev1.Pod
 	if err := json.Unmarshal(req.Object.Raw, &before); err != nil {
-		read, err := decodePod(req.Object.Raw)
-		if err != nil {
+		before = corev1.Pod{}
+		if err := decodePod(req.Object.Raw, &before); err != nil {
 			t.Fatalf("a pod whose fields kuik reads do not decode was patched: %v", err)
 		}
-		before = *read
 	}
 	sent, err := json.Marshal(&before)
 	if err != nil {
@@ -343,7 +342,7 @@ func checkPatchedPod(t *testing.T, before, after *corev1.Pod, patch []byte) {
 // records, forged and malformed records, invalid UTF-8 in kuik's annotations, 100 containers,
 // a 4 KiB image, an ephemeral container update, a namespace that cannot be read, a v1beta1
 // review, and routing resources valid and not.
-func seedReviews(f *testing.F) [][]byte {
+func seedReviews(f testing.TB) [][]byte {
 	pod := func(name string, mutate func(*corev1.Pod)) *corev1.Pod {
 		p := &corev1.Pod{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},

@@ -133,16 +133,16 @@ func (m *PodMutator) mutate(ctx context.Context, req admission.Request) (ops []b
 	case req.SubResource == "" && req.Operation == admissionv1.Create:
 	case req.SubResource == "ephemeralcontainers" && req.Operation == admissionv1.Update:
 		scope.EphemeralOnly = true
-		previous, err := decodePod(req.OldObject.Raw)
-		if err != nil {
+		scope.Previous = &corev1.Pod{}
+		if err := decodePod(req.OldObject.Raw, scope.Previous); err != nil {
 			return nil, nil, "decode", fmt.Errorf("decoding old pod: %w", err)
 		}
-		scope.Previous = previous
 	default:
 		return nil, nil, "", nil
 	}
-	pod, err := decodePod(req.Object.Raw)
-	if err != nil {
+	var decoded corev1.Pod // on the stack: Route and the patch keep nothing of it
+	pod := &decoded
+	if err := decodePod(req.Object.Raw, pod); err != nil {
 		return nil, nil, "decode", fmt.Errorf("decoding pod: %w", err)
 	}
 	ix := m.Index.Load()
