@@ -12,11 +12,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -26,6 +28,7 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/enix/kuik/internal/logflags"
 	"github.com/enix/kuik/internal/probe"
 	"github.com/enix/kuik/internal/route"
 	"github.com/enix/kuik/internal/routing"
@@ -85,6 +88,7 @@ func BenchmarkRoute(b *testing.B) {
 // decodes the pod pays at least), on the same controller-runtime webhook server and TLS stack,
 // interleaved; it reports p50/p99 and the ratios to the no-op handler and to that one.
 func BenchmarkAdmissionHTTPS(b *testing.B) {
+	installLogger(b)
 	reg := testutil.NewRegistry(b, "", "")
 	reg.Push(b, "acme/app:v1")
 	down := closedAddr(b)
@@ -231,6 +235,24 @@ func BenchmarkAdmissionHTTPS(b *testing.B) {
 	b.ReportMetric(p(decodePatch, .5)/p(noop, .5), "decode-patch-p50-ratio")
 	b.ReportMetric(p(mutate, .5)/p(decodePatch, .5), "mutate-to-decode-patch-p50-ratio")
 }
+
+// installLogger installs, once, the logger the webhook binary installs by default (logflags,
+// info level), writing nowhere. Without one, controller-runtime's delegating logger keeps the
+// logger its admission handler makes for every request until it gives up on SetLogger 30 s
+// later: the heap, and the collector's work, would grow through the run, which the binary's
+// does not, and weigh most on the paths measured last.
+func installLogger(b *testing.B) {
+	b.Helper()
+	loggerOnce.Do(func() {
+		logger, err := logflags.Bind(pflag.NewFlagSet("bench", pflag.ContinueOnError)).Logger(io.Discard)
+		if err != nil {
+			b.Fatal(err)
+		}
+		logflags.Install(logger)
+	})
+}
+
+var loggerOnce sync.Once
 
 // processCPU is the process's user+system CPU time so far.
 func processCPU(b *testing.B) time.Duration {
