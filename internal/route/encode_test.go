@@ -47,7 +47,7 @@ func TestEncodeMapIsJSONMarshal(t *testing.T) {
 		if err != nil {
 			t.Fatalf("encodeMap(%q): %v", m, err)
 		}
-		if !bytes.Equal(got, want) {
+		if got != string(want) {
 			t.Fatalf("encodeMap(%q) = %s, json.Marshal = %s", m, got, want)
 		}
 		if bytes.IndexByte(want, '\\') < 0 && bytes.IndexByte(want, 0xef) < 0 {
@@ -105,10 +105,10 @@ func TestReadMapReadsWhatEncodeMapWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := readMap(map[string]string{"k": string(b)}, "k"); !reflect.DeepEqual(got, m) {
+		if got := readMap(map[string]string{"k": b}, "k"); !reflect.DeepEqual(got, m) {
 			t.Fatalf("readMap(%s) = %q, want %q", b, got, m)
 		}
-		if _, ok := decodePlainMap(string(b)); ok {
+		if _, ok := decodePlainMap(b); ok {
 			direct++
 		}
 	}

@@ -54,15 +54,26 @@ type Rewritten struct {
 // webhook and the secret-syncer each count routing.RecordBytes of what it yields.
 func RewrittenContainers(pod *corev1.Pod) iter.Seq[Rewritten] {
 	return func(yield func(Rewritten) bool) {
-		by := RewrittenBy(pod.Annotations)
+		by := readMap(pod.Annotations, v1alpha1.AnnotationRewrittenBy)
 		if len(by) == 0 {
 			return
 		}
 		originals := readMap(pod.Annotations, v1alpha1.AnnotationOriginalImages)
 		for _, c := range containersOf(pod) {
-			src, named := by[c.name]
 			original, has := originals[c.name]
-			if named && has && !yield(Rewritten{Container: c.name, Image: *c.image, Original: original, By: src}) {
+			if !has {
+				continue
+			}
+			// What RewrittenBy keeps: a source that parses and is not the original.
+			s, named := by[c.name]
+			if !named {
+				continue
+			}
+			src, err := routing.ParseSource(s)
+			if err != nil || src.IsOriginal() {
+				continue
+			}
+			if !yield(Rewritten{Container: c.name, Image: *c.image, Original: original, By: src}) {
 				return
 			}
 		}
@@ -160,14 +171,14 @@ func (rec *records) write(pod *corev1.Pod) error {
 			delete(pod.Annotations, key)
 			continue
 		}
-		b, err := encodeMap(m) // map keys are sorted: the annotation is deterministic
+		v, err := encodeMap(m) // map keys are sorted: the annotation is deterministic
 		if err != nil {
 			return fmt.Errorf("encoding %s: %w", key, err)
 		}
 		if pod.Annotations == nil {
 			pod.Annotations = map[string]string{}
 		}
-		pod.Annotations[key] = string(b)
+		pod.Annotations[key] = v
 	}
 	if len(rec.dryRun) == 0 {
 		delete(pod.Annotations, v1alpha1.AnnotationDryRun)
@@ -195,30 +206,34 @@ func (rec *records) write(pod *corev1.Pod) error {
 // encodeMap is json.Marshal(m), byte for byte, written directly when every key and value is
 // printable ASCII that json.Marshal copies as it is (no quote, backslash or HTML character to
 // escape): the common case, at a fraction of the reflection's cost.
-func encodeMap(m map[string]string) ([]byte, error) {
-	keys := make([]string, 0, len(m))
+func encodeMap(m map[string]string) (string, error) {
+	var buf [8]string // most pods have fewer containers: the keys stay on the stack
+	keys := buf[:0]
 	size := 2
 	for k, v := range m {
 		if !plainJSON(k) || !plainJSON(v) {
-			return json.Marshal(m)
+			b, err := json.Marshal(m)
+			return string(b), err
 		}
 		keys = append(keys, k)
 		size += len(k) + len(v) + 6
 	}
 	slices.Sort(keys)
-	b := make([]byte, 0, size)
-	b = append(b, '{')
+	var b strings.Builder
+	b.Grow(size)
+	b.WriteByte('{')
 	for i, k := range keys {
 		if i > 0 {
-			b = append(b, ',')
+			b.WriteByte(',')
 		}
-		b = append(b, '"')
-		b = append(b, k...)
-		b = append(b, '"', ':', '"')
-		b = append(b, m[k]...)
-		b = append(b, '"')
+		b.WriteByte('"')
+		b.WriteString(k)
+		b.WriteString(`":"`)
+		b.WriteString(m[k])
+		b.WriteByte('"')
 	}
-	return append(b, '}'), nil
+	b.WriteByte('}')
+	return b.String(), nil
 }
 
 // plainJSON reports whether json.Marshal writes s between quotes unchanged.
