@@ -190,22 +190,33 @@ func (w *patchWriter) mapOps(path string, existed bool, keys []string, old []ent
 func appendString(b []byte, s string) []byte {
 	start := len(b)
 	b = append(b, '"')
+	copied := 0
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
+		case plain[c]:
 		case c == '"' || c == '\\':
+			b = append(b, s[copied:i]...)
 			b = append(b, '\\', c)
-		case c < 0x20 || c > 0x7e || c == '<' || c == '>' || c == '&':
+			copied = i + 1
+		default:
 			q, err := json.Marshal(s)
 			if err != nil { // json.Marshal never fails on a string
 				panic(err)
 			}
 			return append(b[:start], q...)
-		default:
-			b = append(b, c)
 		}
 	}
+	b = append(b, s[copied:]...)
 	return append(b, '"')
 }
+
+// plain holds the bytes json.Marshal copies into a string as they are.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c <= 0x7e; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
 
 var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
