@@ -40,11 +40,16 @@ func (p *Prober) ResolveChoices(ctx context.Context, lists [][]Target, accept Ac
 		accept = func(_, _ int, r Result) bool { return r == Available }
 	}
 	out := make([]Choice, len(lists))
+	n := 0
+	for _, targets := range lists {
+		n += len(targets)
+	}
+	all := make([]string, n) // one allocation for every list's keys
 	keys := make([][]string, len(lists))
 	pending := false
 	for l, targets := range lists {
 		out[l].Index = -1
-		keys[l] = make([]string, len(targets))
+		keys[l], all = all[:len(targets):len(targets)], all[len(targets):]
 		resolved := false
 		for i, t := range targets {
 			keys[l][i] = t.key()

@@ -54,9 +54,14 @@ type parsedSecret struct {
 // an original, an original answering "authentication required" (401, 403) counts as
 // available: kuik never moves a pod away from a private registry it is entitled to.
 func (c *ProbeChooser) Choose(ctx context.Context, lists [][]routing.Candidate, ownPullSecrets bool) []Choice {
+	n := 0
+	for _, cands := range lists {
+		n += len(cands)
+	}
+	all := make([]probe.Target, n) // one allocation for every list's targets
 	targets := make([][]probe.Target, len(lists))
 	for l, cands := range lists {
-		targets[l] = make([]probe.Target, len(cands))
+		targets[l], all = all[:len(cands):len(cands)], all[len(cands):]
 		for i := range cands {
 			cand := &cands[i]
 			targets[l][i] = probe.Target{

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 )
 
@@ -46,7 +47,7 @@ func TestEncodeMapIsJSONMarshal(t *testing.T) {
 		if err != nil {
 			t.Fatalf("encodeMap(%q): %v", m, err)
 		}
-		if !bytes.Equal(got, want) {
+		if got != string(want) {
 			t.Fatalf("encodeMap(%q) = %s, json.Marshal = %s", m, got, want)
 		}
 		if bytes.IndexByte(want, '\\') < 0 && bytes.IndexByte(want, 0xef) < 0 {
@@ -55,5 +56,63 @@ func TestEncodeMapIsJSONMarshal(t *testing.T) {
 	}
 	if plain < len(cases)/10 {
 		t.Fatalf("only %d of %d cases took the direct path", plain, len(cases))
+	}
+}
+
+// readMap decodes exactly what json.Unmarshal does (nil for none, for JSON null and for what
+// does not decode), whether a value takes its direct path (what encodeMap writes directly) or
+// json.Unmarshal; a fuzzed value too.
+func FuzzReadMap(f *testing.F) {
+	for _, seed := range []string{
+		``, `{}`, `null`, `{"c":"quay.io/acme/app:v1"}`, `{"a":"1","b":"2","a":"3"}`, `{"a":"1",}`, `{"a":"1"}x`,
+		`{"a":"1"}}`, `{ "a" : "1" }`, `{"a":"\"q\""}`, `{"a":"<&>"}`, `{"a":1}`, `{"a":"é"}`, "{\"a\":\"\xff\"}",
+		`{"":""}`, `{"a":"1","b"}`, `{"a":"1","b":}`, `{"a""1"}`, `{"a":"1"`, `"x"`, `[]`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		var want map[string]string
+		if v != "" {
+			if err := json.Unmarshal([]byte(v), &want); err != nil {
+				want = nil
+			}
+		}
+		got := readMap(map[string]string{"k": v}, "k")
+		if !reflect.DeepEqual(got, want) || (got == nil) != (want == nil) {
+			t.Fatalf("readMap(%q) = %#v, json.Unmarshal = %#v", v, got, want)
+		}
+	})
+}
+
+// Every map encodeMap writes reads back as it was, most of them by readMap's direct path.
+func TestReadMapReadsWhatEncodeMapWrites(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	alphabet := []string{"a", "Z", "0", "-", "_", ".", "/", ":", "@", " ", "~", "<", "&", "\"", "\\", "é", "\n"}
+	word := func() string {
+		var b bytes.Buffer
+		for range rnd.IntN(12) {
+			b.WriteString(alphabet[rnd.IntN(len(alphabet))])
+		}
+		return b.String()
+	}
+	direct := 0
+	for range 5000 {
+		m := map[string]string{}
+		for range rnd.IntN(5) {
+			m[word()] = word()
+		}
+		b, err := encodeMap(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readMap(map[string]string{"k": b}, "k"); !reflect.DeepEqual(got, m) {
+			t.Fatalf("readMap(%s) = %q, want %q", b, got, m)
+		}
+		if _, ok := decodePlainMap(b); ok {
+			direct++
+		}
+	}
+	if direct < 500 {
+		t.Fatalf("only %d of 5000 maps took the direct path", direct)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -16,6 +17,13 @@ import (
 // Pod records are kuik's annotations on a pod, by container: original-images, rewritten-by,
 // reason and dry-run. Route reads and writes them; the secret-syncer's pod cache reads them
 // through RewrittenContainers. Both read them with readMap, so they agree on what a record says.
+
+// RecordAnnotations are the annotations of a pod Route writes, sorted, and RecordLabels its
+// labels: Route changes nothing else of a pod's metadata, so a patch need only compare these.
+var (
+	RecordAnnotations = [...]string{v1alpha1.AnnotationDryRun, v1alpha1.AnnotationOriginalImages, v1alpha1.AnnotationReason, v1alpha1.AnnotationRewrittenBy}
+	RecordLabels      = [...]string{v1alpha1.LabelRewritten}
+)
 
 // records are a pod's records as Route reads and rewrites them.
 type records struct {
@@ -46,15 +54,26 @@ type Rewritten struct {
 // webhook and the secret-syncer each count routing.RecordBytes of what it yields.
 func RewrittenContainers(pod *corev1.Pod) iter.Seq[Rewritten] {
 	return func(yield func(Rewritten) bool) {
-		by := RewrittenBy(pod.Annotations)
+		by := readMap(pod.Annotations, v1alpha1.AnnotationRewrittenBy)
 		if len(by) == 0 {
 			return
 		}
 		originals := readMap(pod.Annotations, v1alpha1.AnnotationOriginalImages)
 		for _, c := range containersOf(pod) {
-			src, named := by[c.name]
 			original, has := originals[c.name]
-			if named && has && !yield(Rewritten{Container: c.name, Image: *c.image, Original: original, By: src}) {
+			if !has {
+				continue
+			}
+			// What RewrittenBy keeps: a source that parses and is not the original.
+			s, named := by[c.name]
+			if !named {
+				continue
+			}
+			src, err := routing.ParseSource(s)
+			if err != nil || src.IsOriginal() {
+				continue
+			}
+			if !yield(Rewritten{Container: c.name, Image: *c.image, Original: original, By: src}) {
 				return
 			}
 		}
@@ -95,13 +114,16 @@ type usedEntry struct {
 
 // verify drops the records kuik could not have written and returns the containers whose record
 // is true (routed before) and the entries those containers pull from.
-func verify(rec *records, all []container, ix *routing.Index, podLabels, namespaceLabels labels.Set) (map[string]bool, map[usedEntry]bool) {
+func verify(rec *records, all []container, ix *routing.Index, podLabels, namespaceLabels labels.Set) (done map[string]bool, used map[usedEntry]bool) {
+	if len(rec.originals) == 0 && len(rec.rewrittenBy) == 0 && len(rec.reasons) == 0 {
+		return nil, nil // nothing to verify (a pod kuik never saw): nothing to allocate
+	}
 	images := make(map[string]string, len(all))
 	for _, c := range all {
 		images[c.name] = *c.image
 	}
-	done := map[string]bool{}
-	used := map[usedEntry]bool{}
+	done = map[string]bool{}
+	used = map[usedEntry]bool{}
 	for name, original := range rec.originals {
 		current, exists := images[name]
 		src, err := routing.ParseSource(rec.rewrittenBy[name])
@@ -136,23 +158,27 @@ func verify(rec *records, all []container, ix *routing.Index, podLabels, namespa
 // write puts the records back on the pod: each annotation as a JSON map, or removed when empty,
 // and the kuik.enix.io/rewritten label exactly when a container is recorded as rewritten.
 func (rec *records) write(pod *corev1.Pod) error {
-	for key, m := range map[string]map[string]string{
-		v1alpha1.AnnotationOriginalImages: rec.originals,
-		v1alpha1.AnnotationRewrittenBy:    rec.rewrittenBy,
-		v1alpha1.AnnotationReason:         rec.reasons,
+	for _, r := range [...]struct {
+		key string
+		m   map[string]string
+	}{
+		{v1alpha1.AnnotationOriginalImages, rec.originals},
+		{v1alpha1.AnnotationRewrittenBy, rec.rewrittenBy},
+		{v1alpha1.AnnotationReason, rec.reasons},
 	} {
+		key, m := r.key, r.m
 		if len(m) == 0 {
 			delete(pod.Annotations, key)
 			continue
 		}
-		b, err := encodeMap(m) // map keys are sorted: the annotation is deterministic
+		v, err := encodeMap(m) // map keys are sorted: the annotation is deterministic
 		if err != nil {
 			return fmt.Errorf("encoding %s: %w", key, err)
 		}
 		if pod.Annotations == nil {
 			pod.Annotations = map[string]string{}
 		}
-		pod.Annotations[key] = string(b)
+		pod.Annotations[key] = v
 	}
 	if len(rec.dryRun) == 0 {
 		delete(pod.Annotations, v1alpha1.AnnotationDryRun)
@@ -180,30 +206,34 @@ func (rec *records) write(pod *corev1.Pod) error {
 // encodeMap is json.Marshal(m), byte for byte, written directly when every key and value is
 // printable ASCII that json.Marshal copies as it is (no quote, backslash or HTML character to
 // escape): the common case, at a fraction of the reflection's cost.
-func encodeMap(m map[string]string) ([]byte, error) {
-	keys := make([]string, 0, len(m))
+func encodeMap(m map[string]string) (string, error) {
+	var buf [8]string // most pods have fewer containers: the keys stay on the stack
+	keys := buf[:0]
 	size := 2
 	for k, v := range m {
 		if !plainJSON(k) || !plainJSON(v) {
-			return json.Marshal(m)
+			b, err := json.Marshal(m)
+			return string(b), err
 		}
 		keys = append(keys, k)
 		size += len(k) + len(v) + 6
 	}
 	slices.Sort(keys)
-	b := make([]byte, 0, size)
-	b = append(b, '{')
+	var b strings.Builder
+	b.Grow(size)
+	b.WriteByte('{')
 	for i, k := range keys {
 		if i > 0 {
-			b = append(b, ',')
+			b.WriteByte(',')
 		}
-		b = append(b, '"')
-		b = append(b, k...)
-		b = append(b, '"', ':', '"')
-		b = append(b, m[k]...)
-		b = append(b, '"')
+		b.WriteByte('"')
+		b.WriteString(k)
+		b.WriteString(`":"`)
+		b.WriteString(m[k])
+		b.WriteByte('"')
 	}
-	return append(b, '}'), nil
+	b.WriteByte('}')
+	return b.String(), nil
 }
 
 // plainJSON reports whether json.Marshal writes s between quotes unchanged.
@@ -231,17 +261,71 @@ func readRawMap(annotations map[string]string, key string) map[string]json.RawMe
 	return m
 }
 
-// readMap decodes one of kuik's JSON map annotations. kuik never writes a malformed one, so a
-// malformed value (or JSON null) is someone else's and reads as empty: the record is dropped
-// and rewritten rather than shielding the pod's other records from verification.
+// readMap decodes one of kuik's JSON map annotations; nil when there is none (most pods: no
+// allocation). kuik never writes a malformed one, so a malformed value (or JSON null) is
+// someone else's and reads as empty: the record is dropped and rewritten rather than shielding
+// the pod's other records from verification.
 func readMap(annotations map[string]string, key string) map[string]string {
-	m := map[string]string{}
 	v, ok := annotations[key]
 	if !ok || v == "" {
+		return nil
+	}
+	if m, ok := decodePlainMap(v); ok {
 		return m
 	}
-	if err := json.Unmarshal([]byte(v), &m); err != nil || m == nil {
-		return map[string]string{}
+	var m map[string]string
+	if err := json.Unmarshal([]byte(v), &m); err != nil {
+		return nil
 	}
 	return m
+}
+
+// decodePlainMap is json.Unmarshal of v into a map[string]string when v is written as
+// encodeMap writes it directly ({"k":"v",...}, no space, no escape, printable ASCII only): the
+// records kuik wrote, decoded without reflection and without copying a string. false for
+// anything else, which json.Unmarshal decodes.
+func decodePlainMap(v string) (map[string]string, bool) {
+	if len(v) < 2 || v[0] != '{' || v[len(v)-1] != '}' {
+		return nil, false
+	}
+	body := v[1 : len(v)-1]
+	m := make(map[string]string, strings.Count(body, `","`)+1)
+	if body == "" {
+		return m, true
+	}
+	for {
+		k, rest, ok := plainString(body)
+		if !ok || rest == "" || rest[0] != ':' {
+			return nil, false
+		}
+		val, rest, ok := plainString(rest[1:])
+		if !ok {
+			return nil, false
+		}
+		m[k] = val // the last of duplicate keys wins, as with json.Unmarshal
+		if rest == "" {
+			return m, true
+		}
+		if rest[0] != ',' {
+			return nil, false
+		}
+		body = rest[1:]
+	}
+}
+
+// plainString cuts the JSON string at the start of s when nothing in it is escaped and it is
+// printable ASCII: its value and what follows it.
+func plainString(s string) (value, rest string, ok bool) {
+	if s == "" || s[0] != '"' {
+		return "", "", false
+	}
+	for i := 1; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"':
+			return s[1:i], s[i+1:], true
+		case c < 0x20 || c > 0x7e || c == '\\':
+			return "", "", false
+		}
+	}
+	return "", "", false
 }

@@ -118,7 +118,7 @@ func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 	decisions := make([]Decision, 0, len(todo))
 	for k, c := range todo {
 		cands := lists[k]
-		d := Decision{Container: c.name, Path: c.path, Original: *c.image, Image: *c.image, Candidates: len(cands)}
+		d := Decision{Container: c.name, Path: c.path(), Original: *c.image, Image: *c.image, Candidates: len(cands)}
 		if !trivial(cands) {
 			decide(&d, cands, chosen[k])
 		}
@@ -160,12 +160,12 @@ func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 		if d.Reason == "" {
 			continue
 		}
-		rec.reasons[d.Container] = d.Reason
+		set(&rec.reasons, d.Container, d.Reason)
 		if d.Image == d.Original {
 			continue
 		}
-		rec.originals[d.Container] = d.Original
-		rec.rewrittenBy[d.Container] = d.Source.String()
+		set(&rec.originals, d.Container, d.Original)
+		set(&rec.rewrittenBy, d.Container, d.Source.String())
 		if d.PullSecret != "" && !hasPullSecret(pod, d.PullSecret) {
 			pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: d.PullSecret})
 		}
@@ -173,22 +173,37 @@ func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 	return decisions, rec.write(pod)
 }
 
-// container is one image field of the pod.
+// set is m[k] = v, m made when nil.
+func set(m *map[string]string, k, v string) {
+	if *m == nil {
+		*m = map[string]string{}
+	}
+	(*m)[k] = v
+}
+
+// container is one image field of the pod: the index-th of list (initContainers, containers
+// or ephemeralContainers).
 type container struct {
-	name, path string
+	name, list string
+	index      int
 	image      *string
+}
+
+// path is the JSON pointer of the container's image field, e.g. /spec/containers/0/image.
+func (c container) path() string {
+	return "/spec/" + c.list + "/" + strconv.Itoa(c.index) + "/image"
 }
 
 func containersOf(pod *corev1.Pod) []container {
 	out := make([]container, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers)+len(pod.Spec.EphemeralContainers))
 	for i := range pod.Spec.InitContainers {
-		out = append(out, container{pod.Spec.InitContainers[i].Name, "/spec/initContainers/" + strconv.Itoa(i) + "/image", &pod.Spec.InitContainers[i].Image})
+		out = append(out, container{pod.Spec.InitContainers[i].Name, "initContainers", i, &pod.Spec.InitContainers[i].Image})
 	}
 	for i := range pod.Spec.Containers {
-		out = append(out, container{pod.Spec.Containers[i].Name, "/spec/containers/" + strconv.Itoa(i) + "/image", &pod.Spec.Containers[i].Image})
+		out = append(out, container{pod.Spec.Containers[i].Name, "containers", i, &pod.Spec.Containers[i].Image})
 	}
 	for i := range pod.Spec.EphemeralContainers {
-		out = append(out, container{pod.Spec.EphemeralContainers[i].Name, "/spec/ephemeralContainers/" + strconv.Itoa(i) + "/image", &pod.Spec.EphemeralContainers[i].Image})
+		out = append(out, container{pod.Spec.EphemeralContainers[i].Name, "ephemeralContainers", i, &pod.Spec.EphemeralContainers[i].Image})
 	}
 	return out
 }

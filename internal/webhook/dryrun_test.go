@@ -29,11 +29,7 @@ func admit(t *testing.T, m *webhook.PodMutator, p *corev1.Pod) *corev1.Pod {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.Patches) > 0 {
-		ops, err := json.Marshal(resp.Patches)
-		if err != nil {
-			t.Fatal(err)
-		}
+	if ops := resp.Patch; len(ops) > 0 {
 		patch, err := jsonpatch.DecodePatch(ops)
 		if err != nil {
 			t.Fatal(err)

@@ -190,7 +190,7 @@ func BenchmarkHandleKeepOnOff(b *testing.B) {
 		start := time.Now()
 		resp := m.Handle(context.Background(), req)
 		took := time.Since(start)
-		if len(resp.Patches) == 0 {
+		if len(resp.Patch) == 0 {
 			b.Fatal("no patch: the pod was not routed to the mirror")
 		}
 		return took

@@ -2,14 +2,14 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
-	"gomodules.xyz/jsonpatch/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -44,65 +44,88 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) (resp ad
 	logger := func() logr.Logger {
 		return log.FromContext(ctx).WithValues("namespace", req.Namespace, "name", req.Name, "uid", req.UID)
 	}
-	result := "unchanged"
+	result := admissionsUnchanged
 	defer func() {
 		if r := recover(); r != nil {
 			logger().Error(fmt.Errorf("panic: %v", r), "Admitting pod unchanged after a panic")
 			metrics.AdmissionErrors.WithLabelValues("panic").Inc()
-			resp, result = admitUnchanged("internal error"), "error"
+			resp, result = admitUnchanged("internal error"), admissionsError
 		}
-		metrics.Admissions.WithLabelValues(mutateWebhook, result).Inc()
-		metrics.AdmissionDuration.WithLabelValues(mutateWebhook).Observe(time.Since(start).Seconds())
+		result().Inc()
+		admissionDuration().Observe(time.Since(start).Seconds())
 	}()
 
 	ops, decisions, stage, err := m.mutate(ctx, req)
 	if err != nil {
 		logger().Error(err, "Admitting pod unchanged", "stage", stage)
 		metrics.AdmissionErrors.WithLabelValues(stage).Inc()
-		result = "error"
+		result = admissionsError
 		return admitUnchanged(stage)
 	}
+	// The context's logger without a copy (log.FromContext's WithValues makes one).
+	debug := log.Log
+	if l, err := logr.FromContext(ctx); err == nil {
+		debug = l
+	}
+	debug = debug.V(1)
 	for _, d := range decisions {
 		if d.DryRun != nil {
 			metrics.DryRunDecisions.WithLabelValues(string(d.DryRun.Resource.Kind), d.DryRun.Resource.Name, d.DryRun.Reason).Inc()
-			if l := log.FromContext(ctx).V(1); l.Enabled() {
-				l.Info("Dry run: would route container otherwise", "namespace", req.Namespace, "name", req.Name, "uid", req.UID, "container", d.Container, "image", d.Image, "would", d.DryRun.Image, "by", d.DryRun.By, "reason", d.DryRun.Reason)
+			if debug.Enabled() {
+				debug.Info("Dry run: would route container otherwise", "namespace", req.Namespace, "name", req.Name, "uid", req.UID, "container", d.Container, "image", d.Image, "would", d.DryRun.Image, "by", d.DryRun.By, "reason", d.DryRun.Reason)
 			}
 		}
 		switch {
 		case d.Pinned:
-			metrics.DigestPins.WithLabelValues("pinned").Inc()
+			digestsPinned().Inc()
 		case d.Unpinned:
-			metrics.DigestPins.WithLabelValues("no-digest").Inc()
+			digestsUnpinned().Inc()
 		}
 		switch {
 		case d.Image != d.Original:
 			metrics.Rewrites.WithLabelValues(string(d.Source.Kind), d.Source.Name, d.Reason).Inc()
-			if l := log.FromContext(ctx).V(1); l.Enabled() {
-				l.Info("Rewrote container image", "namespace", req.Namespace, "name", req.Name, "uid", req.UID, "container", d.Container, "from", d.Original, "to", d.Image, "by", d.Source.String(), "reason", d.Reason)
+			if debug.Enabled() {
+				debug.Info("Rewrote container image", "namespace", req.Namespace, "name", req.Name, "uid", req.UID, "container", d.Container, "from", d.Original, "to", d.Image, "by", d.Source.String(), "reason", d.Reason)
 			}
 		case d.Reason != "":
 			// Counted always, logged at V(1) only: during an outage every pod of a rollout
 			// would log it, and the metric and the pod's reason annotation already say it.
 			metrics.NoAlternatives.Inc()
-			if l := log.FromContext(ctx).V(1); l.Enabled() {
-				l.Info("No candidate available, container left untouched", "namespace", req.Namespace, "name", req.Name, "uid", req.UID, "container", d.Container, "image", d.Original, "candidates", d.Candidates)
+			if debug.Enabled() {
+				debug.Info("No candidate available, container left untouched", "namespace", req.Namespace, "name", req.Name, "uid", req.UID, "container", d.Container, "image", d.Original, "candidates", d.Candidates)
 			}
 		}
 	}
 	if len(ops) == 0 {
 		return admission.Allowed("")
 	}
-	result = "patched"
-	return admission.Patched("", ops...)
+	result = admissionsPatched
+	// The patch's bytes, not admission.Patched's operations, which controller-runtime would
+	// encode again by reflection.
+	resp = admission.Allowed("")
+	resp.Patch, resp.PatchType = ops, &jsonPatch
+	return resp
 }
+
+var jsonPatch = admissionv1.PatchTypeJSONPatch
+
+// The series every pod admission counts, each looked up once (on first use, as WithLabelValues
+// would create it) rather than hashed and looked up on every admission.
+var (
+	admissionsUnchanged = sync.OnceValue(func() prometheus.Counter { return metrics.Admissions.WithLabelValues(mutateWebhook, "unchanged") })
+	admissionsPatched   = sync.OnceValue(func() prometheus.Counter { return metrics.Admissions.WithLabelValues(mutateWebhook, "patched") })
+	admissionsError     = sync.OnceValue(func() prometheus.Counter { return metrics.Admissions.WithLabelValues(mutateWebhook, "error") })
+	admissionDuration   = sync.OnceValue(func() prometheus.Observer { return metrics.AdmissionDuration.WithLabelValues(mutateWebhook) })
+	digestsPinned       = sync.OnceValue(func() prometheus.Counter { return metrics.DigestPins.WithLabelValues("pinned") })
+	digestsUnpinned     = sync.OnceValue(func() prometheus.Counter { return metrics.DigestPins.WithLabelValues("no-digest") })
+)
 
 func admitUnchanged(stage string) admission.Response {
 	return admission.Allowed("").WithWarnings("kuik: image routing skipped after an internal error (" + stage + ")")
 }
 
 // mutate returns the JSON patch for the pod, empty when nothing changes.
-func (m *PodMutator) mutate(ctx context.Context, req admission.Request) (ops []jsonpatch.Operation, decisions []route.Decision, stage string, err error) {
+func (m *PodMutator) mutate(ctx context.Context, req admission.Request) (ops []byte, decisions []route.Decision, stage string, err error) {
 	var scope route.Scope
 	switch {
 	case req.Kind.Kind != "Pod":
@@ -111,14 +134,15 @@ func (m *PodMutator) mutate(ctx context.Context, req admission.Request) (ops []j
 	case req.SubResource == "ephemeralcontainers" && req.Operation == admissionv1.Update:
 		scope.EphemeralOnly = true
 		scope.Previous = &corev1.Pod{}
-		if err := json.Unmarshal(req.OldObject.Raw, scope.Previous); err != nil {
+		if err := decodePod(req.OldObject.Raw, scope.Previous); err != nil {
 			return nil, nil, "decode", fmt.Errorf("decoding old pod: %w", err)
 		}
 	default:
 		return nil, nil, "", nil
 	}
-	pod := &corev1.Pod{}
-	if err := json.Unmarshal(req.Object.Raw, pod); err != nil {
+	var decoded corev1.Pod // on the stack: Route and the patch keep nothing of it
+	pod := &decoded
+	if err := decodePod(req.Object.Raw, pod); err != nil {
 		return nil, nil, "decode", fmt.Errorf("decoding pod: %w", err)
 	}
 	ix := m.Index.Load()
@@ -148,7 +172,7 @@ func (m *PodMutator) mutate(ctx context.Context, req admission.Request) (ops []j
 			decisions[i].DryRun = nil
 		}
 	}
-	if after := annotationsSize(pod.Annotations); after > apivalidation.TotalAnnotationSizeLimitB && annotationsSize(b.annotations) <= apivalidation.TotalAnnotationSizeLimitB {
+	if after := annotationsSize(pod.Annotations); after > apivalidation.TotalAnnotationSizeLimitB && b.annotationsSize <= apivalidation.TotalAnnotationSizeLimitB {
 		return nil, nil, "annotations", fmt.Errorf("kuik's records would take the pod's annotations to %d bytes, over the API server's limit of %d", after, apivalidation.TotalAnnotationSizeLimitB)
 	}
 	// Nor must they be more than the secret-syncer keeps of a pod: it would count the pod as

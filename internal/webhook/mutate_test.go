@@ -1,6 +1,7 @@
 package webhook_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/route"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/internal/testutil"
@@ -98,6 +101,36 @@ func createRequest(t testing.TB, pod *corev1.Pod) admission.Request {
 		Operation: admissionv1.Create,
 		Object:    runtime.RawExtension{Raw: raw},
 	}}
+}
+
+// patches decodes the JSON patch the mutator answered, nil for none; the mutator writes the
+// patch's bytes itself (resp.Patch), never operations for controller-runtime to encode.
+func patches(t testing.TB, resp admission.Response) []jsonpatch.JsonPatchOperation {
+	t.Helper()
+	if len(resp.Patches) > 0 {
+		t.Fatalf("operations %v for controller-runtime to encode", resp.Patches)
+	}
+	if resp.Patch == nil {
+		if resp.PatchType != nil {
+			t.Fatalf("patch type %s without a patch", *resp.PatchType)
+		}
+		return nil
+	}
+	if resp.PatchType == nil || *resp.PatchType != admissionv1.PatchTypeJSONPatch {
+		t.Fatalf("patch type %v, want %s", resp.PatchType, admissionv1.PatchTypeJSONPatch)
+	}
+	var ops []jsonpatch.JsonPatchOperation
+	if err := json.Unmarshal(resp.Patch, &ops); err != nil {
+		t.Fatalf("the patch is not a JSON patch: %v\n%s", err, resp.Patch)
+	}
+	if len(ops) == 0 {
+		t.Fatalf("an empty patch %s: none is nil", resp.Patch)
+	}
+	// Byte for byte what controller-runtime would have written for the same operations.
+	if want, err := json.Marshal(ops); err != nil || !bytes.Equal(resp.Patch, want) {
+		t.Fatalf("the patch is\n%s\nwhere json.Marshal of its operations gives\n%s (%v)", resp.Patch, want, err)
+	}
+	return ops
 }
 
 func pod(containers ...corev1.Container) *corev1.Pod {
@@ -259,7 +292,7 @@ func checkPatch(t *testing.T, ias []v1alpha1.ImageAlternative, ims []v1alpha1.Im
 	if !resp.Allowed || len(resp.Warnings) > 0 {
 		t.Fatalf("allowed=%v warnings=%v result=%+v", resp.Allowed, resp.Warnings, resp.Result)
 	}
-	if diff := cmp.Diff(sortPatch(want), sortPatch(resp.Patches)); diff != "" {
+	if diff := cmp.Diff(sortPatch(want), sortPatch(patches(t, resp))); diff != "" {
 		t.Errorf("patch (-want +got):\n%s", diff)
 	}
 	if len(a.asked) != probed {
@@ -302,10 +335,97 @@ func TestPodMutatorAdmitsUnchangedOnInternalErrors(t *testing.T) {
 			}
 			resp := m.Handle(t.Context(), createRequest(t, tc.pod))
 			if !resp.Allowed || len(resp.Patches) != 0 || resp.Patch != nil {
-				t.Errorf("want the pod admitted unchanged, got allowed=%v patches=%v", resp.Allowed, resp.Patches)
+				t.Errorf("want the pod admitted unchanged, got allowed=%v patch %s", resp.Allowed, resp.Patch)
 			}
 			if len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "internal error") {
 				t.Errorf("warnings = %v, want one naming the internal error", resp.Warnings)
+			}
+		})
+	}
+}
+
+// Every pod admission is counted under its result, patched, unchanged or error.
+func TestPodAdmissionsAreCountedByResult(t *testing.T) {
+	ia := testutil.Alternative("acme", v1alpha1.RewritePolicyOnFailure,
+		v1alpha1.Alternative{Repository: "quay.io/acme/foo"}, v1alpha1.Alternative{Repository: "mirror.local/acme/foo"})
+	a := &availability{available: map[string]bool{"mirror.local/acme/foo:v1": true}}
+	count := func(result string) float64 {
+		return promtestutil.ToFloat64(metrics.Admissions.WithLabelValues("mutate-pods", result))
+	}
+	for _, tc := range []struct {
+		result string
+		pod    *corev1.Pod
+		index  bool
+	}{
+		{"patched", pod(corev1.Container{Name: "c", Image: "quay.io/acme/foo:v1"}), true},
+		{"unchanged", pod(corev1.Container{Name: "c", Image: "ghcr.io/other/app:v1"}), true},
+		{"error", pod(corev1.Container{Name: "c", Image: "quay.io/acme/foo:v1"}), false},
+	} {
+		m := mutator(t, a, []v1alpha1.ImageAlternative{ia}, nil)
+		if !tc.index {
+			m.Index = &atomic.Pointer[routing.Index]{}
+		}
+		before := map[string]float64{"patched": count("patched"), "unchanged": count("unchanged"), "error": count("error")}
+		m.Handle(t.Context(), createRequest(t, tc.pod))
+		for result, n := range before {
+			want := n
+			if result == tc.result {
+				want++
+			}
+			if got := count(result); got != want {
+				t.Errorf("%s admission: %s counted %v times, want %v", tc.result, result, got-n, want-n)
+			}
+		}
+	}
+}
+
+// kuik decodes only the fields of a pod it reads: one of them with the wrong type (or a pod that
+// is not JSON) admits the pod unchanged with the decode warning, as decoding the whole pod did;
+// a field kuik does not read is not decoded, so the wrong type there does not stop routing (the
+// API server, which sends its own serialization of the pod, never sends one).
+func TestPodMutatorDecodesOnlyTheFieldsItReads(t *testing.T) {
+	ia := testutil.Alternative("acme", v1alpha1.RewritePolicyOnFailure,
+		v1alpha1.Alternative{Repository: "quay.io/acme/foo"}, v1alpha1.Alternative{Repository: "mirror.local/acme/foo"})
+	const c = `{"name":"c","image":"quay.io/acme/foo:v1"}`
+	tests := map[string]struct {
+		pod, old string
+		routed   bool
+	}{
+		"not JSON":                           {pod: `{"spec":{"containers":[` + c + `]}`},
+		"containers not a list":              {pod: `{"spec":{"containers":` + c + `}}`},
+		"an image not a string":              {pod: `{"spec":{"containers":[{"name":"c","image":1}]}}`},
+		"a container name not a string":      {pod: `{"spec":{"containers":[{"name":["c"],"image":"quay.io/acme/foo:v1"}]}}`},
+		"an init container not an object":    {pod: `{"spec":{"initContainers":["x"],"containers":[` + c + `]}}`},
+		"a label value not a string":         {pod: `{"metadata":{"labels":{"app":1}},"spec":{"containers":[` + c + `]}}`},
+		"annotations a list":                 {pod: `{"metadata":{"annotations":["a"]},"spec":{"containers":[` + c + `]}}`},
+		"the namespace not a string":         {pod: `{"metadata":{"namespace":{}},"spec":{"containers":[` + c + `]}}`},
+		"a pull secret name not a string":    {pod: `{"spec":{"containers":[` + c + `],"imagePullSecrets":[{"name":1}]}}`},
+		"a syntax error in an unread field":  {pod: `{"spec":{"containers":[` + c + `],"nodeName":nil}}`},
+		"the old pod's ephemeral containers": {pod: `{"spec":{"containers":[` + c + `],"ephemeralContainers":[{"name":"e","image":"quay.io/acme/foo:v1"}]}}`, old: `{"spec":{"ephemeralContainers":{}}}`},
+		"an unread field of the wrong type":  {pod: `{"spec":{"nodeName":1,"containers":[{"name":"c","image":"quay.io/acme/foo:v1","resources":{"limits":{"cpu":"lots"}}}]},"status":{"phase":[]}}`, routed: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			a := &availability{available: map[string]bool{"mirror.local/acme/foo:v1": true}}
+			req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				UID: "uid", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Namespace: "ns",
+				Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: []byte(tc.pod)},
+			}}
+			if tc.old != "" {
+				req.Operation, req.SubResource, req.OldObject = admissionv1.Update, "ephemeralcontainers", runtime.RawExtension{Raw: []byte(tc.old)}
+			}
+			resp := mutator(t, a, []v1alpha1.ImageAlternative{ia}, nil).Handle(t.Context(), req)
+			if tc.routed {
+				if !resp.Allowed || len(patches(t, resp)) == 0 || len(resp.Warnings) != 0 {
+					t.Errorf("want the pod routed, got allowed=%v patch %s warnings=%v", resp.Allowed, resp.Patch, resp.Warnings)
+				}
+				return
+			}
+			if !resp.Allowed || len(resp.Patches) != 0 || resp.Patch != nil {
+				t.Errorf("want the pod admitted unchanged, got allowed=%v patch %s", resp.Allowed, resp.Patch)
+			}
+			if want := []string{"kuik: image routing skipped after an internal error (decode)"}; !slices.Equal(resp.Warnings, want) {
+				t.Errorf("warnings = %q, want %q", resp.Warnings, want)
 			}
 		})
 	}
@@ -329,7 +449,7 @@ func TestEphemeralContainersRouteOnlyNewOnesWithoutInjecting(t *testing.T) {
 
 	resp := mutator(t, a, []v1alpha1.ImageAlternative{ia}, nil).Handle(t.Context(), req)
 	want := []jsonpatch.JsonPatchOperation{{Operation: "replace", Path: "/spec/ephemeralContainers/1/image", Value: "public.local/acme/debug:v1"}}
-	if diff := cmp.Diff(want, resp.Patches); diff != "" {
+	if diff := cmp.Diff(want, patches(t, resp)); diff != "" {
 		t.Errorf("patch (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([][]string{{"quay.io/acme/debug:v1", "public.local/acme/debug:v1"}}, a.asked); diff != "" {

@@ -170,7 +170,7 @@ func TestAllContainersAreResolvedTogether(t *testing.T) {
 		t.Errorf("chooser called %d times, last with %d lists; want once with 3", calls, lists)
 	}
 	var images []string
-	for _, op := range resp.Patches {
+	for _, op := range patches(t, resp) {
 		if op.Operation == "replace" {
 			images = append(images, op.Path+"="+op.Value.(string))
 		}
@@ -247,7 +247,7 @@ func TestEphemeralContainersUnderOnFailureUseOnlyEntriesThePodsSecretHolds(t *te
 				a.available[r] = true
 			}
 			resp := mutator(t, a, []v1alpha1.ImageAlternative{ia}, nil).Handle(t.Context(), req)
-			if diff := cmp.Diff(tc.want, resp.Patches); diff != "" {
+			if diff := cmp.Diff(tc.want, patches(t, resp)); diff != "" {
 				t.Errorf("patch (-want +got):\n%s", diff)
 			}
 		})
@@ -330,8 +330,8 @@ func TestPodsOverTheSyncersBoundsAreLeftAlone(t *testing.T) {
 		}
 		a := &availability{available: map[string]bool{available[1]: true}}
 		resp := mutator(t, a, []v1alpha1.ImageAlternative{acme}, nil).Handle(t.Context(), createRequest(t, p))
-		if !resp.Allowed || len(resp.Patches) > 0 || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "records") {
-			t.Errorf("allowed=%v patches=%d warnings=%v, want allowed unchanged with a warning naming the records", resp.Allowed, len(resp.Patches), resp.Warnings)
+		if !resp.Allowed || resp.Patch != nil || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "records") {
+			t.Errorf("allowed=%v patches=%d warnings=%v, want allowed unchanged with a warning naming the records", resp.Allowed, len(resp.Patch), resp.Warnings)
 		}
 	})
 }

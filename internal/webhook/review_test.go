@@ -31,7 +31,7 @@ func TestReinvocationAfterADigestIsPinnedKeepsKuiksRecord(t *testing.T) {
 	p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "kuik-inject-imagealternative-acme"}}
 	a := &availability{available: map[string]bool{}}
 	resp := mutator(t, a, []v1alpha1.ImageAlternative{acme}, nil).Handle(t.Context(), createRequest(t, p))
-	if diff := cmp.Diff([]jsonpatch.JsonPatchOperation(nil), resp.Patches); diff != "" {
+	if diff := cmp.Diff([]jsonpatch.JsonPatchOperation(nil), patches(t, resp)); diff != "" {
 		t.Errorf("reinvocation changed kuik's own record (-want +got):\n%s", diff)
 	}
 }
@@ -51,7 +51,7 @@ func TestAMalformedKuikAnnotationDoesNotShieldForgedRecords(t *testing.T) {
 	}
 	resp := mutator(t, &availability{}, []v1alpha1.ImageAlternative{acme}, nil).Handle(t.Context(), createRequest(t, p))
 	removed := map[string]bool{}
-	for _, op := range resp.Patches {
+	for _, op := range patches(t, resp) {
 		if op.Operation == "remove" {
 			removed[op.Path] = true
 		}
@@ -62,7 +62,7 @@ func TestAMalformedKuikAnnotationDoesNotShieldForgedRecords(t *testing.T) {
 		"/metadata/labels/kuik.enix.io~1rewritten",
 	} {
 		if !removed[path] {
-			t.Errorf("forged %s kept (patches %v, warnings %v)", path, resp.Patches, resp.Warnings)
+			t.Errorf("forged %s kept (patches %v, warnings %v)", path, resp.Patch, resp.Warnings)
 		}
 	}
 }
