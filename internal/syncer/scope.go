@@ -199,17 +199,15 @@ func (w *scopeWriter) markOne(ctx context.Context, kind string, obj *metav1.Obje
 	}
 }
 
-// podsSentCondition is the PodsSent condition of a resource at generation gen under res.
-func podsSentCondition(gen int64, res admitscope.Result) metav1.Condition {
-	msg := "the pod webhook's matchConditions send the pods this generation can route"
-	if res.Reason != admitscope.ReasonFiltered {
-		msg = "the pod webhook is sent every pod: " + res.Message
-	}
+// podsSentCondition is the PodsSent condition of a resource at generation gen. It does not
+// depend on res: a change from filtering to sending every pod, or of the expression's size,
+// rewrites no status.
+func podsSentCondition(gen int64, _ admitscope.Result) metav1.Condition {
 	return metav1.Condition{
 		Type:               v1alpha1.ConditionPodsSent,
 		Status:             metav1.ConditionTrue,
-		Reason:             string(res.Reason),
-		Message:            msg,
+		Reason:             v1alpha1.ReasonCovered,
+		Message:            "the pod webhook's matchConditions send the pods this generation can route",
 		ObservedGeneration: gen,
 	}
 }

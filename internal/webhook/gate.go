@@ -1,19 +1,24 @@
 package webhook
 
 import (
+	"slices"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
 // gate is --match-conditions-gate: it passes a routing resource to the index only at a
 // generation the secret-syncer's leader marked PodsSent (the pod webhook's matchConditions
-// send its pods, and have been in effect for the settle time). A newer generation not yet
-// marked is replaced by the latest marked one this process saw of the same object, or left
-// out when there is none (a new resource, or a webhook started since the edit). So no pod is
-// routed with a generation whose pods the API server may still leave out: a resource covers
-// its pods from the first pod it routes on.
+// send its pods, and have been in effect for the settle time). While a newer generation
+// waits for its mark, the leader may have applied conditions for it or not yet, so the gate
+// routes with a spec both cover: the newer one if it covers no more than the latest marked
+// one this process saw of the same object (or nothing), the marked one if the newer only
+// widens it, and neither otherwise (or with no marked one: a new resource, or a webhook
+// started since the edit). So no pod is routed with a spec whose pods the API server may
+// leave out: a resource covers its pods from the first pod it routes on.
 //
 // Only the index builder calls it: it is not safe for concurrent use.
 type gate struct {
@@ -50,13 +55,31 @@ func pass[T any](seen map[string]T, items []T, parts func(*T) (*metav1.ObjectMet
 			continue
 		}
 		waiting++
-		if prev, ok := seen[om.Name]; ok {
-			if pm, _ := parts(&prev); pm.UID == om.UID {
-				out = append(out, prev)
-				continue
+		prev, ok := seen[om.Name]
+		if ok {
+			if pm, _ := parts(&prev); pm.UID != om.UID {
+				delete(seen, om.Name) // deleted and made again: the old one's spec is not this one's
+				ok = false
 			}
-			delete(seen, om.Name) // deleted and made again: the old one's spec is not this one's
 		}
+		cur := coverageOf(&items[i])
+		var marked routing.Coverage
+		if ok {
+			marked = coverageOf(&prev)
+		}
+		switch {
+		case ok && within(cur, marked), within(cur, routing.Coverage{}):
+			// It covers no more than the marked generation (a mirror added to a list, an
+			// entry removed), or nothing (dryRun is covered; rewritePolicy None, or invalid):
+			// whether the conditions still cover the marked generation or already this one,
+			// they cover it.
+			out = append(out, items[i])
+		case ok && within(marked, cur):
+			// Widened: the conditions cover the marked generation until they cover this one.
+			out = append(out, prev)
+		}
+		// Otherwise changed both ways: neither spec is sure to be covered. Left out until
+		// marked.
 	}
 	for name := range seen {
 		if !listed[name] {
@@ -64,6 +87,43 @@ func pass[T any](seen map[string]T, items []T, parts func(*T) (*metav1.ObjectMet
 		}
 	}
 	return out, waiting
+}
+
+// coverageOf is what one routing resource can cover (routing.Index.Coverage); an invalid
+// one covers nothing (the index leaves it out).
+func coverageOf[T any](obj *T) routing.Coverage {
+	switch o := any(obj).(type) {
+	case *v1alpha1.ImageAlternative:
+		ix, _ := routing.NewIndex([]v1alpha1.ImageAlternative{*o}, nil)
+		return ix.Coverage()
+	case *v1alpha1.ImageMirror:
+		ix, _ := routing.NewIndex(nil, []v1alpha1.ImageMirror{*o})
+		return ix.Coverage()
+	}
+	return routing.Coverage{}
+}
+
+// within reports whether a covers no image b does not: its repositories and groups are
+// among b's, and its mirrors are b's (same destination and exclusions).
+func within(a, b routing.Coverage) bool {
+	for _, r := range a.Repositories {
+		if !slices.Contains(b.Repositories, r) {
+			return false
+		}
+	}
+	for _, g := range a.Groups {
+		if !slices.Contains(b.Groups, g) {
+			return false
+		}
+	}
+	for _, m := range a.Mirrors {
+		if !slices.ContainsFunc(b.Mirrors, func(n routing.MirrorCoverage) bool {
+			return n.Destination == m.Destination && slices.Equal(n.ExcludeImages, m.ExcludeImages)
+		}) {
+			return false
+		}
+	}
+	return true
 }
 
 // podsSent reports whether conds hold PodsSent True at generation gen.

@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/enix/kuik/internal/admitscope"
 	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/internal/testutil"
 	"github.com/enix/kuik/internal/testutil/kuikenv"
@@ -29,18 +29,78 @@ import (
 // Without the gate, the webhook routes the first kind of pod as soon as it sees the resource
 // while the API server does not yet send the second kind: this test fails so.
 func TestANewResourceCoversItsPodsFromTheFirstPodItRoutes(t *testing.T) {
-	e := harness(t)
-	n := name(t)
+	// A long debounce widens the time between a change and the conditions that cover it:
+	// the gate must hold whatever it is.
+	g := startGated(t, time.Second, 300*time.Millisecond)
+	base := g.alternative(g.n+"-base", "base")
+	create(t, g.e, &base)
+	waitPodsSent(t, g.e, &v1alpha1.ImageAlternative{}, base.Name)
+
+	app := g.alternative(g.n+"-app", "app")
+	create(t, g.e, &app)
+	observeFirstRoutedOn(t, g.e, g.ns, g.upstream("base"), g.mirror("base"), g.upstream("app"), g.mirror("app"))
+	sent := waitPodsSent(t, g.e, &v1alpha1.ImageAlternative{}, app.Name)
+	if sent.Reason != v1alpha1.ReasonCovered {
+		t.Errorf("PodsSent reason %q, want %s", sent.Reason, v1alpha1.ReasonCovered)
+	}
+
+	// An edit that points the resource at another image: the same from its first pod on.
+	g.edit(t, app.Name, "other")
+	observeFirstRoutedOn(t, g.e, g.ns, g.upstream("base"), g.mirror("base"), g.upstream("other"), g.mirror("other"))
+}
+
+// An edit that moves a resource to another image: once the leader has dropped the old
+// image from the conditions, the webhook no longer routes it, though the new generation is
+// not marked yet (a long settle): a pod sent for another image and a pod of that image alone
+// are treated alike. (A review found the webhook kept routing with the last marked spec.)
+func TestAnEditedResourceNeverRoutesWithASpecTheConditionsDropped(t *testing.T) {
+	g := startGated(t, 100*time.Millisecond, 10*time.Second)
+	base := g.alternative(g.n+"-base", "base")
+	app := g.alternative(g.n+"-app", "app")
+	create(t, g.e, &base)
+	create(t, g.e, &app)
+	waitPodsSent(t, g.e, &v1alpha1.ImageAlternative{}, base.Name)
+	waitPodsSent(t, g.e, &v1alpha1.ImageAlternative{}, app.Name)
+	eventually(t, "app routed", func(context.Context) error {
+		if got := g.dryRun(t, g.upstream("app")); got.Spec.Containers[0].Image != g.mirror("app")+":v1" {
+			return fmt.Errorf("app is %s", got.Spec.Containers[0].Image)
+		}
+		return nil
+	})
+	g.edit(t, app.Name, "other")
+	waitConditions(t, g.e, g.config, "app dropped", func(mc []admissionregistrationv1.MatchCondition) bool {
+		return len(mc) == 1 && !strings.Contains(mc[0].Expression, g.upstream("app"))
+	})
+	time.Sleep(time.Second) // for the API server's watch to see it; the settle is 10 s
+	both := g.dryRun(t, g.upstream("base"), g.upstream("app"))
+	alone := g.dryRun(t, g.upstream("app"))
+	if both.Spec.Containers[1].Image != alone.Spec.Containers[0].Image {
+		t.Errorf("app routed to %s in a pod sent for base, to %s in a pod of app alone: the webhook routes with a spec the conditions dropped", both.Spec.Containers[1].Image, alone.Spec.Containers[0].Image)
+	}
+}
+
+// gated is a webhook run with --match-conditions-gate and a syncer keeping its
+// matchConditions, for pods of one namespace, with a registry holding n/base, n/app and
+// n/other, and an upstream that refuses connections.
+type gated struct {
+	e                env
+	n, ns, config    string
+	upstream, mirror func(img string) string
+}
+
+func startGated(t *testing.T, debounce, settle time.Duration) *gated {
+	t.Helper()
+	g := &gated{e: harness(t), n: name(t)}
 	reg := testutil.NewRegistry(t, "", "")
 	for _, img := range []string{"base", "app", "other"} {
-		reg.Push(t, n+"/"+img+":v1")
+		reg.Push(t, g.n+"/"+img+":v1")
 	}
 	down, err := kuikenv.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	upstream := func(img string) string { return down + "/" + n + "/" + img }
-	mirror := func(img string) string { return reg.Host + "/" + n + "/" + img }
+	g.upstream = func(img string) string { return down + "/" + g.n + "/" + img }
+	g.mirror = func(img string) string { return reg.Host + "/" + g.n + "/" + img }
 
 	chart, err := kuikenv.RenderValues(crns, chartValues)
 	if err != nil {
@@ -53,7 +113,7 @@ func TestANewResourceCoversItsPodsFromTheFirstPodItRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	config := installPodWebhookAt(t, e, port, map[string]any{"kuik-test.example/gate": n})
+	g.config = installPodWebhookAt(t, g.e, port, map[string]any{"kuik-test.example/gate": g.n})
 	hook, err := kuikenv.StartWebhook(t.Context(), cp, chart, port, webhook.Config{ProbeTimeout: time.Second, CacheTTL: time.Minute, MatchConditionsGate: true})
 	if err != nil {
 		t.Fatal(err)
@@ -61,40 +121,44 @@ func TestANewResourceCoversItsPodsFromTheFirstPodItRoutes(t *testing.T) {
 	t.Cleanup(func() { _ = hook.Stop(10 * time.Second) })
 
 	opts := syncerConfig()
-	opts.MatchConditionsOf = config
-	// A long debounce widens the time between a change and the conditions that cover it:
-	// the gate must hold whatever it is.
-	opts.Debounce = time.Second
-	opts.MatchConditionsSettle = 300 * time.Millisecond
+	opts.MatchConditionsOf = g.config
+	opts.Debounce = debounce
+	opts.MatchConditionsSettle = settle
 	stop := startSyncer(t, opts)
-	defer stop()
+	t.Cleanup(stop)
+	g.ns = createNamespace(t, g.e, map[string]string{"kuik-test.example/gate": g.n})
+	return g
+}
 
-	ns := createNamespace(t, e, map[string]string{"kuik-test.example/gate": n})
-	alternative := func(name, img string) v1alpha1.ImageAlternative {
-		return testutil.NewImageAlternative(name).Repository(upstream(img)).Repository(mirror(img)).Insecure().Build()
-	}
-	base := alternative(n+"-base", "base")
-	create(t, e, &base)
-	waitPodsSent(t, e, &v1alpha1.ImageAlternative{}, base.Name)
+func (g *gated) alternative(name, img string) v1alpha1.ImageAlternative {
+	return testutil.NewImageAlternative(name).Repository(g.upstream(img)).Repository(g.mirror(img)).Insecure().Build()
+}
 
-	app := alternative(n+"-app", "app")
-	create(t, e, &app)
-	observeFirstRoutedOn(t, e, ns, upstream("base"), mirror("base"), upstream("app"), mirror("app"))
-	sent := waitPodsSent(t, e, &v1alpha1.ImageAlternative{}, app.Name)
-	if sent.Reason != string(admitscope.ReasonFiltered) {
-		t.Errorf("PodsSent reason %q, want %s", sent.Reason, admitscope.ReasonFiltered)
-	}
-
-	// An edit that points the resource at another image: the same from its first pod on.
+// edit points the alternative name at img.
+func (g *gated) edit(t *testing.T, name, img string) {
+	t.Helper()
 	var cur v1alpha1.ImageAlternative
-	if err := e.cl.Get(t.Context(), client.ObjectKey{Name: app.Name}, &cur); err != nil {
+	if err := g.e.cl.Get(t.Context(), client.ObjectKey{Name: name}, &cur); err != nil {
 		t.Fatal(err)
 	}
-	cur.Spec = alternative(app.Name, "other").Spec
-	if err := e.cl.Update(t.Context(), &cur); err != nil {
+	cur.Spec = g.alternative(name, img).Spec
+	if err := g.e.cl.Update(t.Context(), &cur); err != nil {
 		t.Fatal(err)
 	}
-	observeFirstRoutedOn(t, e, ns, upstream("base"), mirror("base"), upstream("other"), mirror("other"))
+}
+
+// dryRun creates, as a dry run, a pod of the images (tag v1) and returns it as admitted.
+func (g *gated) dryRun(t *testing.T, images ...string) *corev1.Pod {
+	t.Helper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "p-", Namespace: g.ns}}
+	for i, img := range images {
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: fmt.Sprintf("c%d", i), Image: img + ":v1"})
+	}
+	got, err := g.e.cs.CoreV1().Pods(g.ns).Create(t.Context(), p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 // observeFirstRoutedOn creates pods (dry run) in turn with [covered, img] and [img] until six in

@@ -71,14 +71,17 @@ const (
 	ReasonDestinationUnavailable = "DestinationUnavailable"
 )
 
-// Condition type written by the secret-syncer's leader when it keeps the pod webhook's
-// matchConditions (--match-conditions-of). Its reasons are those of the matchConditions:
-// Filtered, CatchAllMirror, ExpressionTooLarge, ExpressionTooCostly, UnsafeEntry.
+// Condition type and reason written by the secret-syncer's leader when it keeps the pod
+// webhook's matchConditions (--match-conditions-of). Its reason and message never change
+// with the conditions (filtered, or every pod sent: the leader's metric says which), so a
+// change of them rewrites no resource's status.
 const (
 	// ConditionPodsSent is True when the pod webhook's matchConditions send every pod the
 	// resource's observedGeneration can route, and have been in effect for the settle time.
 	// A webhook run with --match-conditions-gate routes with a generation only once it is.
 	ConditionPodsSent = "PodsSent"
+	// ReasonCovered (True): the conditions cover the observedGeneration.
+	ReasonCovered = "Covered"
 )
 
 // LocalSecretReference names a Secret in the cluster resource namespace (where kuik runs).
