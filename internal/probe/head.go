@@ -14,27 +14,31 @@ import (
 
 // safeHead is head run where no caller's recover reaches: a panic (a registry answer the
 // client library chokes on; an original's registry is the pod author's to choose) counts as
-// Unreachable instead of ending the process, and the flight still lands.
-func (p *Prober) safeHead(ctx context.Context, t Target) (r Result, digest string) {
+// Unreachable instead of ending the process, and the flight still lands. answered reports
+// whether the registry sent an HTTP answer (any status): hints come only from probes it did
+// not answer.
+func (p *Prober) safeHead(ctx context.Context, t Target) (r Result, digest string, answered bool) {
 	defer func() {
 		if recover() != nil {
-			r, digest = Unreachable, ""
+			r, digest, answered = Unreachable, "", false
 		}
 	}()
-	return p.head(ctx, t)
+	r, digest, err := p.head(ctx, t)
+	var terr *transport.Error
+	return r, digest, err == nil || errors.As(err, &terr)
 }
 
 // head sends the manifest HEAD. go-containerregistry refuses an answer without a valid
 // Docker-Content-Digest, and one for a digest reference whose digest differs from the one asked
 // for, so an Available answer always comes with the digest it names.
-func (p *Prober) head(ctx context.Context, t Target) (Result, string) {
+func (p *Prober) head(ctx context.Context, t Target) (Result, string, error) {
 	var opts []name.Option
 	if t.Insecure {
 		opts = append(opts, name.Insecure)
 	}
 	ref, err := name.ParseReference(t.Reference, opts...)
 	if err != nil {
-		return Invalid, ""
+		return Invalid, "", err
 	}
 	auth := authn.Anonymous
 	if t.Credential != (Credential{}) {
@@ -53,9 +57,9 @@ func (p *Prober) head(ctx context.Context, t Target) (Result, string) {
 		remote.WithRetryStatusCodes(),
 	)
 	if err != nil {
-		return classify(err), ""
+		return classify(err), "", err
 	}
-	return Available, desc.Digest.String()
+	return Available, desc.Digest.String(), nil
 }
 
 func classify(err error) Result {

@@ -17,9 +17,10 @@ const (
 	maxHintedHosts = 4096
 )
 
-// HintOptions shorten an admission's wait on a registry that hangs. A host a probe found
-// Unreachable (no answer in time, a network error, a 5xx) is hinted for MaxAge, until any
-// answer from it (a 401, a 404 and a 429 are answers: never a hint). A candidate on a hinted
+// HintOptions shorten an admission's wait on a registry that hangs. A host a probe got no
+// HTTP answer from (no answer in time, a refused connection, a TLS or network error) is
+// hinted for MaxAge, until any answer from it: every status is an answer (a 401, 404, 429, or
+// a 5xx a pull-through cache gives for one repository), never a hint. A candidate on a hinted
 // host, with candidates after it, is still probed, but waited for at most Wait: if it has
 // not answered by then, the next candidate in order is taken for this decision, and its
 // probe goes on and is cached. A hint can cost a decision at most Wait; it never routes
@@ -42,12 +43,12 @@ func (o HintOptions) withDefaults() HintOptions {
 }
 
 // noteHostLocked records what a probe of host found.
-func (p *Prober) noteHostLocked(host string, r Result) {
-	if host == "" {
+func (p *Prober) noteHostLocked(host string, r Result, answered bool) {
+	if host == "" || r == Invalid {
 		return
 	}
-	switch r {
-	case Unreachable:
+	switch {
+	case !answered:
 		if _, ok := p.unreachable[host]; !ok && len(p.unreachable) >= maxHintedHosts {
 			oldest, at := "", time.Time{}
 			for h, t := range p.unreachable {
@@ -58,7 +59,7 @@ func (p *Prober) noteHostLocked(host string, r Result) {
 			delete(p.unreachable, oldest)
 		}
 		p.unreachable[host] = p.opts.Now()
-	case Available, NotFound, InvalidAuth, QuotaExceeded:
+	default:
 		delete(p.unreachable, host)
 	}
 }
@@ -80,12 +81,17 @@ func (p *Prober) hintedHost(t Target) bool {
 }
 
 // passOver reports whether the caller should take the next candidate instead of waiting on
-// f: hints are on, t's host is hinted, and f has not landed within the hinted wait.
-func (p *Prober) passOver(ctx context.Context, t Target, f *flight) bool {
+// f: hints are on, t's host is hinted, and f has not landed within the hinted wait. The wait
+// is one per decision, whatever its number of lists: deadline, zero until the first hinted
+// wait, is when it ends.
+func (p *Prober) passOver(ctx context.Context, t Target, f *flight, deadline *time.Time) bool {
 	if p.opts.Hints.Wait <= 0 || !p.hintedHost(t) {
 		return false
 	}
-	timer := time.NewTimer(p.opts.Hints.Wait)
+	if deadline.IsZero() {
+		*deadline = time.Now().Add(p.opts.Hints.Wait)
+	}
+	timer := time.NewTimer(max(time.Until(*deadline), 0))
 	defer timer.Stop()
 	select {
 	case <-f.done:

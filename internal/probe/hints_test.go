@@ -2,6 +2,8 @@ package probe_test
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -54,30 +56,31 @@ func TestHintedHostCostsTheHintedWaitNotTheTimeout(t *testing.T) {
 	}
 }
 
-// A 429 and a 401 are answers: never a hint.
-func TestRateLimitAndAuthFailuresAreNeverHints(t *testing.T) {
+// A 429, a 401 and a 503 are answers: never a hint. (A pull-through cache may answer 5xx
+// for one repository a pod author chose: that must not hint the host for every tenant.)
+func TestRateLimitAuthAndServerErrorsAreNeverHints(t *testing.T) {
 	limited := testutil.NewRegistry(t, "", "")
 	limited.SetBehavior(testutil.RateLimit)
+	failing := testutil.NewRegistry(t, "", "")
+	failing.SetBehavior(testutil.Fail)
 	private := testutil.NewRegistry(t, "u", "p")
 	good := testutil.NewRegistry(t, "", "")
 	alt := probe.Target{Reference: good.Push(t, "acme/app:v1")}
 	p := probe.New(probe.Options{Timeout: time.Second, Hints: probe.HintOptions{Wait: 100 * time.Millisecond}})
-	for _, original := range []string{limited.Host + "/acme/app:v1", private.Push(t, "acme/app:v1")} {
+	for _, original := range []string{limited.Host + "/acme/app:v1", failing.Host + "/acme/app:v1", private.Push(t, "acme/app:v1")} {
 		if got := p.First(t.Context(), []probe.Target{{Reference: original}, alt}); got != 1 {
 			t.Fatalf("%s: decision %d, want the alternative", original, got)
 		}
 	}
 	if h := p.Hinted(); len(h) != 0 {
-		t.Errorf("hinted hosts %v after a 429 and a 401, want none", h)
+		t.Errorf("hinted hosts %v after a 429, a 503 and a 401, want none", h)
 	}
 }
 
 // A hint lapses after MaxAge.
 func TestHintsLapse(t *testing.T) {
-	down := testutil.NewRegistry(t, "", "")
-	down.SetBehavior(testutil.Fail)
 	p := probe.New(probe.Options{Hints: probe.HintOptions{Wait: 100 * time.Millisecond, MaxAge: 200 * time.Millisecond}})
-	if r := p.Probe(t.Context(), probe.Target{Reference: down.Host + "/acme/app:v1"}); r != probe.Unreachable {
+	if r := p.Probe(t.Context(), probe.Target{Reference: refused(t) + "/acme/app:v1"}); r != probe.Unreachable {
 		t.Fatalf("probe of a failing registry: %s", r)
 	}
 	if len(p.Hinted()) != 1 {
@@ -86,5 +89,45 @@ func TestHintsLapse(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if h := p.Hinted(); len(h) != 0 {
 		t.Errorf("hinted hosts %v past MaxAge, want none", h)
+	}
+}
+
+// refused is an address on 127.0.0.1 that refuses connections.
+func refused(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+// The hinted wait is one per decision: ten containers whose candidates are all on a hinted
+// host cost one hinted wait, not ten.
+func TestHintedWaitIsOnePerDecision(t *testing.T) {
+	hanging := testutil.NewRegistry(t, "", "")
+	hanging.SetBehavior(testutil.Hang)
+	good := testutil.NewRegistry(t, "", "")
+	alt := probe.Target{Reference: good.Push(t, "acme/app:v1")}
+	p := probe.New(probe.Options{Timeout: 2 * time.Second, Hints: probe.HintOptions{Wait: 100 * time.Millisecond}})
+	if got := p.First(t.Context(), []probe.Target{{Reference: hanging.Host + "/acme/learn:v1"}, alt}); got != 1 {
+		t.Fatalf("learning decision: %d", got)
+	}
+	var lists [][]probe.Target
+	for i := range 10 {
+		lists = append(lists, []probe.Target{{Reference: fmt.Sprintf("%s/acme/c%d:v1", hanging.Host, i)}, alt})
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 600*time.Millisecond)
+	defer cancel()
+	got := p.Resolve(ctx, lists, nil)
+	for l, i := range got {
+		if i != 1 {
+			t.Errorf("list %d: %d, want the alternative", l, i)
+		}
+	}
+	if ctx.Err() != nil {
+		t.Error("ten hinted lists waited past 600ms: the hinted wait (100ms) adds up per list")
 	}
 }

@@ -175,10 +175,10 @@ func (p *Prober) start(ctx context.Context, t Target, k string) (answer, *flight
 
 // useLocked records that a caller with target t read entry c of key k.
 func (p *Prober) useLocked(k string, c cached, t Target) {
-	c.used = p.opts.Now()
-	if !t.Trial {
-		c.decisive, c.target = true, t
+	if t.Trial {
+		return // a dry run's read keeps nothing refreshed
 	}
+	c.used, c.decisive, c.target = p.opts.Now(), true, t
 	p.cache[k] = c
 }
 
@@ -197,13 +197,13 @@ func (p *Prober) launchLocked(ctx context.Context, k string, t Target, f *flight
 	}
 	go func() {
 		begin := p.opts.Now()
-		r, digest := p.safeHead(context.WithoutCancel(ctx), t)
+		r, digest, answered := p.safeHead(context.WithoutCancel(ctx), t)
 		if p.opts.Observe != nil {
 			p.opts.Observe(t.Registry, r, p.opts.Now().Sub(begin))
 		}
 		host := Registry(t.Reference)
 		p.mu.Lock()
-		p.noteHostLocked(host, r)
+		p.noteHostLocked(host, r, answered)
 		if prev, ok := p.cache[k]; ok && prev.used.After(use.used) {
 			use = prev // used again while the refresh ran
 		}

@@ -217,3 +217,26 @@ func TestResolveReadsKeepAnEntryRefreshed(t *testing.T) {
 		}
 	}
 }
+
+// Dry-run reads of an entry a decision read once do not keep it refreshed past Idle.
+func TestTrialReadsDoNotKeepADecisiveEntryRefreshed(t *testing.T) {
+	reg := testutil.NewRegistry(t, "", "")
+	target := probe.Target{Reference: reg.Push(t, "acme/app:v1")}
+	trial := target
+	trial.Trial = true
+	p := probe.New(probe.Options{Timeout: 100 * time.Millisecond, TTL: 300 * time.Millisecond, Refresh: probe.RefreshOptions{Idle: 300 * time.Millisecond}})
+	if r := p.Probe(t.Context(), target); r != probe.Available {
+		t.Fatalf("first probe: %s", r)
+	}
+	runRefresher(t, p)
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		p.Probe(done(), trial)
+	}
+	settled := reg.ManifestRequests()
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		p.Probe(done(), trial)
+	}
+	if n := reg.ManifestRequests() - settled; n != 0 {
+		t.Errorf("%d refreshes past Idle of an entry only dry runs read since", n)
+	}
+}

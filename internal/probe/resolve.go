@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"time"
 )
 
 // Accept says whether a result makes candidate i of list l the list's choice. nil accepts
@@ -86,6 +87,7 @@ func (p *Prober) ResolveChoices(ctx context.Context, lists [][]Target, accept Ac
 			}
 		}
 	}
+	var hintedUntil time.Time // the decision's one hinted wait
 	for l := range lists {
 		if out[l].Index != -2 {
 			continue
@@ -94,7 +96,7 @@ func (p *Prober) ResolveChoices(ctx context.Context, lists [][]Target, accept Ac
 		for i, t := range lists[l] {
 			s := slots[keys[l][i]]
 			if i < len(lists[l])-1 && s.f != nil {
-				if p.passOver(ctx, t, s.f) {
+				if p.passOver(ctx, t, s.f, &hintedUntil) {
 					// Its host was Unreachable lately and it did not answer within the
 					// hinted wait: the next candidate in order. Its probe goes on and is
 					// cached.
