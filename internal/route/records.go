@@ -27,18 +27,71 @@ var (
 
 // records are a pod's records as Route reads and rewrites them.
 type records struct {
-	originals, rewrittenBy, reasons map[string]string
+	originals, rewrittenBy, reasons entries
 	// dryRun is kuik.enix.io/dry-run, kept as raw JSON values by container.
 	dryRun map[string]json.RawMessage
 }
 
 func readRecords(annotations map[string]string) records {
 	return records{
-		originals:   readMap(annotations, v1alpha1.AnnotationOriginalImages),
-		rewrittenBy: readMap(annotations, v1alpha1.AnnotationRewrittenBy),
-		reasons:     readMap(annotations, v1alpha1.AnnotationReason),
+		originals:   readEntries(annotations, v1alpha1.AnnotationOriginalImages),
+		rewrittenBy: readEntries(annotations, v1alpha1.AnnotationRewrittenBy),
+		reasons:     readEntries(annotations, v1alpha1.AnnotationReason),
 		dryRun:      readRawMap(annotations, v1alpha1.AnnotationDryRun),
 	}
+}
+
+// entries are one of the records that map a container to a string, sorted by container, each
+// container once: what readMap gives, without a map (a pod's records are few, and a map costs
+// more to make than to search).
+type entries []entry
+
+type entry struct{ container, value string }
+
+func (es entries) find(container string) (int, bool) {
+	return slices.BinarySearchFunc(es, container, func(e entry, c string) int { return strings.Compare(e.container, c) })
+}
+
+func (es entries) get(container string) (string, bool) {
+	if i, ok := es.find(container); ok {
+		return es[i].value, true
+	}
+	return "", false
+}
+
+func (es *entries) set(container, value string) {
+	if i, ok := es.find(container); ok {
+		(*es)[i].value = value
+	} else {
+		*es = slices.Insert(*es, i, entry{container, value})
+	}
+}
+
+func (es *entries) delete(container string) {
+	if i, ok := es.find(container); ok {
+		*es = slices.Delete(*es, i, i+1)
+	}
+}
+
+// readEntries is readMap's record as entries; nil when there is none.
+func readEntries(annotations map[string]string, key string) entries {
+	v, ok := annotations[key]
+	if !ok || v == "" {
+		return nil
+	}
+	if es, ok := decodePlainEntries(v); ok {
+		return es
+	}
+	m := readMap(annotations, key)
+	if m == nil {
+		return nil
+	}
+	es := make(entries, 0, len(m))
+	for c, v := range m {
+		es = append(es, entry{c, v})
+	}
+	slices.SortFunc(es, func(a, b entry) int { return strings.Compare(a.container, b.container) })
+	return es
 }
 
 // Rewritten is a container the pod's records say a resource rewrote.
@@ -54,18 +107,18 @@ type Rewritten struct {
 // webhook and the secret-syncer each count routing.RecordBytes of what it yields.
 func RewrittenContainers(pod *corev1.Pod) iter.Seq[Rewritten] {
 	return func(yield func(Rewritten) bool) {
-		by := readMap(pod.Annotations, v1alpha1.AnnotationRewrittenBy)
+		by := readEntries(pod.Annotations, v1alpha1.AnnotationRewrittenBy)
 		if len(by) == 0 {
 			return
 		}
-		originals := readMap(pod.Annotations, v1alpha1.AnnotationOriginalImages)
+		originals := readEntries(pod.Annotations, v1alpha1.AnnotationOriginalImages)
 		for _, c := range containersOf(pod) {
-			original, has := originals[c.name]
+			original, has := originals.get(c.name)
 			if !has {
 				continue
 			}
 			// What RewrittenBy keeps: a source that parses and is not the original.
-			s, named := by[c.name]
+			s, named := by.get(c.name)
 			if !named {
 				continue
 			}
@@ -124,9 +177,11 @@ func verify(rec *records, all []container, ix *routing.Index, podLabels, namespa
 	}
 	done = map[string]bool{}
 	used = map[usedEntry]bool{}
-	for name, original := range rec.originals {
+	rec.originals = slices.DeleteFunc(rec.originals, func(e entry) bool {
+		name, original := e.container, e.value
 		current, exists := images[name]
-		src, err := routing.ParseSource(rec.rewrittenBy[name])
+		by, _ := rec.rewrittenBy.get(name)
+		src, err := routing.ParseSource(by)
 		if exists && err == nil {
 			if cands := ix.Recorded(original, current, src, podLabels, namespaceLabels); len(cands) > 0 {
 				done[name] = true
@@ -135,23 +190,17 @@ func verify(rec *records, all []container, ix *routing.Index, podLabels, namespa
 						used[usedEntry{c.Source, c.AuthPath}] = true
 					}
 				}
-				continue
+				return false
 			}
 		}
-		delete(rec.originals, name)
-		delete(rec.rewrittenBy, name)
-		delete(rec.reasons, name)
-	}
-	for name := range rec.rewrittenBy {
-		if !done[name] {
-			delete(rec.rewrittenBy, name)
-		}
-	}
-	for name, reason := range rec.reasons {
-		if _, exists := images[name]; !exists || (!done[name] && reason != v1alpha1.ReasonNoAlternatives) {
-			delete(rec.reasons, name)
-		}
-	}
+		rec.reasons.delete(name)
+		return true
+	})
+	rec.rewrittenBy = slices.DeleteFunc(rec.rewrittenBy, func(e entry) bool { return !done[e.container] })
+	rec.reasons = slices.DeleteFunc(rec.reasons, func(e entry) bool {
+		_, exists := images[e.container]
+		return !exists || (!done[e.container] && e.value != v1alpha1.ReasonNoAlternatives)
+	})
 	return done, used
 }
 
@@ -160,18 +209,18 @@ func verify(rec *records, all []container, ix *routing.Index, podLabels, namespa
 func (rec *records) write(pod *corev1.Pod) error {
 	for _, r := range [...]struct {
 		key string
-		m   map[string]string
+		es  entries
 	}{
 		{v1alpha1.AnnotationOriginalImages, rec.originals},
 		{v1alpha1.AnnotationRewrittenBy, rec.rewrittenBy},
 		{v1alpha1.AnnotationReason, rec.reasons},
 	} {
-		key, m := r.key, r.m
-		if len(m) == 0 {
+		key, es := r.key, r.es
+		if len(es) == 0 {
 			delete(pod.Annotations, key)
 			continue
 		}
-		v, err := encodeMap(m) // map keys are sorted: the annotation is deterministic
+		v, err := encodeEntries(es) // sorted by container: the annotation is deterministic
 		if err != nil {
 			return fmt.Errorf("encoding %s: %w", key, err)
 		}
@@ -203,33 +252,34 @@ func (rec *records) write(pod *corev1.Pod) error {
 	return nil
 }
 
-// encodeMap is json.Marshal(m), byte for byte, written directly when every key and value is
-// printable ASCII that json.Marshal copies as it is (no quote, backslash or HTML character to
-// escape): the common case, at a fraction of the reflection's cost.
-func encodeMap(m map[string]string) (string, error) {
-	var buf [8]string // most pods have fewer containers: the keys stay on the stack
-	keys := buf[:0]
+// encodeEntries is json.Marshal of es as a map, byte for byte, written directly when every
+// container and value is printable ASCII that json.Marshal copies as it is (no quote,
+// backslash or HTML character to escape): the common case, at a fraction of the reflection's
+// cost.
+func encodeEntries(es entries) (string, error) {
 	size := 2
-	for k, v := range m {
-		if !plainJSON(k) || !plainJSON(v) {
+	for _, e := range es {
+		if !plainJSON(e.container) || !plainJSON(e.value) {
+			m := make(map[string]string, len(es))
+			for _, e := range es {
+				m[e.container] = e.value
+			}
 			b, err := json.Marshal(m)
 			return string(b), err
 		}
-		keys = append(keys, k)
-		size += len(k) + len(v) + 6
+		size += len(e.container) + len(e.value) + 6
 	}
-	slices.Sort(keys)
 	var b strings.Builder
 	b.Grow(size)
 	b.WriteByte('{')
-	for i, k := range keys {
+	for i, e := range es {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		b.WriteByte('"')
-		b.WriteString(k)
+		b.WriteString(e.container)
 		b.WriteString(`":"`)
-		b.WriteString(m[k])
+		b.WriteString(e.value)
 		b.WriteByte('"')
 	}
 	b.WriteByte('}')
@@ -281,33 +331,54 @@ func readMap(annotations map[string]string, key string) map[string]string {
 }
 
 // decodePlainMap is json.Unmarshal of v into a map[string]string when v is written as
-// encodeMap writes it directly ({"k":"v",...}, no space, no escape, printable ASCII only): the
-// records kuik wrote, decoded without reflection and without copying a string. false for
+// encodeEntries writes it directly ({"k":"v",...}, no space, no escape, printable ASCII only):
+// the records kuik wrote, decoded without reflection and without copying a string. false for
 // anything else, which json.Unmarshal decodes.
 func decodePlainMap(v string) (map[string]string, bool) {
+	m := make(map[string]string, strings.Count(v, `","`)+1)
+	ok := walkPlainMap(v, func(k, val string) { m[k] = val }) // the last of duplicate keys wins, as with json.Unmarshal
+	return m, ok
+}
+
+// decodePlainEntries is decodePlainMap as entries, when the keys come in order, each once (as
+// kuik writes them); false otherwise.
+func decodePlainEntries(v string) (entries, bool) {
+	es := make(entries, 0, strings.Count(v, `","`)+1)
+	sorted := true
+	ok := walkPlainMap(v, func(k, val string) {
+		if n := len(es); n > 0 && es[n-1].container >= k {
+			sorted = false
+		}
+		es = append(es, entry{k, val})
+	})
+	return es, ok && sorted
+}
+
+// walkPlainMap calls member for each member of v, in order, when v is written as encodeEntries
+// writes it directly; false when it is not.
+func walkPlainMap(v string, member func(k, v string)) bool {
 	if len(v) < 2 || v[0] != '{' || v[len(v)-1] != '}' {
-		return nil, false
+		return false
 	}
 	body := v[1 : len(v)-1]
-	m := make(map[string]string, strings.Count(body, `","`)+1)
 	if body == "" {
-		return m, true
+		return true
 	}
 	for {
 		k, rest, ok := plainString(body)
 		if !ok || rest == "" || rest[0] != ':' {
-			return nil, false
+			return false
 		}
 		val, rest, ok := plainString(rest[1:])
 		if !ok {
-			return nil, false
+			return false
 		}
-		m[k] = val // the last of duplicate keys wins, as with json.Unmarshal
+		member(k, val)
 		if rest == "" {
-			return m, true
+			return true
 		}
 		if rest[0] != ',' {
-			return nil, false
+			return false
 		}
 		body = rest[1:]
 	}
