@@ -8,6 +8,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
 
 // TestEncodeEntriesIsJSONMarshal: the records' encoder writes exactly what json.Marshal writes
@@ -91,7 +95,7 @@ func FuzzReadMap(f *testing.F) {
 }
 
 // Every map encodeEntries writes reads back as it was, most of them by the direct path.
-func TestReadMapReadsWhatEncodeMapWrites(t *testing.T) {
+func TestReadMapReadsWhatEncodeEntriesWrites(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(3, 4))
 	alphabet := []string{"a", "Z", "0", "-", "_", ".", "/", ":", "@", " ", "~", "<", "&", "\"", "\\", "é", "\n"}
 	word := func() string {
@@ -137,4 +141,46 @@ func entriesOf(m map[string]string) entries {
 	}
 	slices.SortFunc(es, func(a, b entry) int { return strings.Compare(a.container, b.container) })
 	return es
+}
+
+// write puts each record on the pod as json.Marshal writes its map, the plain ones and the
+// others together, and removes the empty ones.
+func TestWriteGivesEachRecordJSONMarshalOfItsMap(t *testing.T) {
+	for name, rec := range map[string]records{
+		"plain":           {originals: entries{{"a", "quay.io/x:v1"}, {"b", "quay.io/y:v2"}}, rewrittenBy: entries{{"a", "ImageAlternative/x"}}, reasons: entries{{"a", "OnFailure"}, {"b", "NoAlternatives"}}},
+		"one to escape":   {originals: entries{{"a", "quay.io/x:v1"}}, rewrittenBy: entries{{`a"<b>`, "ImageMirror/m"}}, reasons: entries{{"a", "Always"}}},
+		"the first empty": {rewrittenBy: entries{{"a", "ImageAlternative/x"}}, reasons: entries{{"é", "OnFailure"}}},
+		"none":            {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pod := &corev1.Pod{}
+			pod.Annotations = map[string]string{v1alpha1.AnnotationOriginalImages: "stale", "other": "kept"}
+			if err := rec.write(pod); err != nil {
+				t.Fatal(err)
+			}
+			for key, es := range map[string]entries{v1alpha1.AnnotationOriginalImages: rec.originals, v1alpha1.AnnotationRewrittenBy: rec.rewrittenBy, v1alpha1.AnnotationReason: rec.reasons} {
+				got, ok := pod.Annotations[key]
+				if len(es) == 0 {
+					if ok {
+						t.Errorf("%s = %q, want none", key, got)
+					}
+					continue
+				}
+				m := map[string]string{}
+				for _, e := range es {
+					m[e.container] = e.value
+				}
+				want, err := json.Marshal(m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != string(want) {
+					t.Errorf("%s = %s, want %s", key, got, want)
+				}
+			}
+			if pod.Annotations["other"] != "kept" {
+				t.Errorf("another annotation changed: %q", pod.Annotations)
+			}
+		})
+	}
 }

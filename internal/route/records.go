@@ -16,7 +16,8 @@ import (
 
 // Pod records are kuik's annotations on a pod, by container: original-images, rewritten-by,
 // reason and dry-run. Route reads and writes them; the secret-syncer's pod cache reads them
-// through RewrittenContainers. Both read them with readMap, so they agree on what a record says.
+// through RewrittenContainers. Both read them with readMap (or readEntries, which gives the
+// same), so they agree on what a record says.
 
 // RecordAnnotations are the annotations of a pod Route writes, sorted, and RecordLabels its
 // labels: Route changes nothing else of a pod's metadata, so a patch need only compare these.
@@ -112,21 +113,35 @@ func RewrittenContainers(pod *corev1.Pod) iter.Seq[Rewritten] {
 			return
 		}
 		originals := readEntries(pod.Annotations, v1alpha1.AnnotationOriginalImages)
-		for _, c := range containersOf(pod) {
-			original, has := originals.get(c.name)
+		each := func(name, image string) bool {
+			original, has := originals.get(name)
 			if !has {
-				continue
+				return true
 			}
 			// What RewrittenBy keeps: a source that parses and is not the original.
-			s, named := by.get(c.name)
+			s, named := by.get(name)
 			if !named {
-				continue
+				return true
 			}
 			src, err := routing.ParseSource(s)
 			if err != nil || src.IsOriginal() {
-				continue
+				return true
 			}
-			if !yield(Rewritten{Container: c.name, Image: *c.image, Original: original, By: src}) {
+			return yield(Rewritten{Container: name, Image: image, Original: original, By: src})
+		}
+		// containersOf's order, without its slice.
+		for i := range pod.Spec.InitContainers {
+			if c := &pod.Spec.InitContainers[i]; !each(c.Name, c.Image) {
+				return
+			}
+		}
+		for i := range pod.Spec.Containers {
+			if c := &pod.Spec.Containers[i]; !each(c.Name, c.Image) {
+				return
+			}
+		}
+		for i := range pod.Spec.EphemeralContainers {
+			if c := &pod.Spec.EphemeralContainers[i]; !each(c.Name, c.Image) {
 				return
 			}
 		}
@@ -207,27 +222,56 @@ func verify(rec *records, all []container, ix *routing.Index, podLabels, namespa
 // write puts the records back on the pod: each annotation as a JSON map, or removed when empty,
 // and the kuik.enix.io/rewritten label exactly when a container is recorded as rewritten.
 func (rec *records) write(pod *corev1.Pod) error {
-	for _, r := range [...]struct {
-		key string
-		es  entries
+	recs := [...]struct {
+		key   string
+		es    entries
+		plain bool
+		value string
 	}{
-		{v1alpha1.AnnotationOriginalImages, rec.originals},
-		{v1alpha1.AnnotationRewrittenBy, rec.rewrittenBy},
-		{v1alpha1.AnnotationReason, rec.reasons},
-	} {
-		key, es := r.key, r.es
-		if len(es) == 0 {
-			delete(pod.Annotations, key)
+		{key: v1alpha1.AnnotationOriginalImages, es: rec.originals},
+		{key: v1alpha1.AnnotationRewrittenBy, es: rec.rewrittenBy},
+		{key: v1alpha1.AnnotationReason, es: rec.reasons},
+	}
+	// The plain ones are written into one string, which each annotation is a part of.
+	size := 0
+	for i := range recs {
+		if n, ok := plainSize(recs[i].es); ok && len(recs[i].es) > 0 {
+			recs[i].plain, size = true, size+n
+		}
+	}
+	var b strings.Builder
+	b.Grow(size)
+	var ends [len(recs)]int
+	for i := range recs {
+		if recs[i].plain {
+			writeEntries(&b, recs[i].es)
+		}
+		ends[i] = b.Len()
+	}
+	all := b.String()
+	for i := range recs {
+		r := &recs[i]
+		if len(r.es) == 0 {
+			delete(pod.Annotations, r.key)
 			continue
 		}
-		v, err := encodeEntries(es) // sorted by container: the annotation is deterministic
-		if err != nil {
-			return fmt.Errorf("encoding %s: %w", key, err)
+		if r.plain {
+			start := 0
+			if i > 0 {
+				start = ends[i-1]
+			}
+			r.value = all[start:ends[i]]
+		} else {
+			v, err := encodeEntries(r.es) // sorted by container: the annotation is deterministic
+			if err != nil {
+				return fmt.Errorf("encoding %s: %w", r.key, err)
+			}
+			r.value = v
 		}
 		if pod.Annotations == nil {
 			pod.Annotations = map[string]string{}
 		}
-		pod.Annotations[key] = v
+		pod.Annotations[r.key] = r.value
 	}
 	if len(rec.dryRun) == 0 {
 		delete(pod.Annotations, v1alpha1.AnnotationDryRun)
@@ -257,20 +301,35 @@ func (rec *records) write(pod *corev1.Pod) error {
 // backslash or HTML character to escape): the common case, at a fraction of the reflection's
 // cost.
 func encodeEntries(es entries) (string, error) {
-	size := 2
-	for _, e := range es {
-		if !plainJSON(e.container) || !plainJSON(e.value) {
-			m := make(map[string]string, len(es))
-			for _, e := range es {
-				m[e.container] = e.value
-			}
-			b, err := json.Marshal(m)
-			return string(b), err
+	size, ok := plainSize(es)
+	if !ok {
+		m := make(map[string]string, len(es))
+		for _, e := range es {
+			m[e.container] = e.value
 		}
-		size += len(e.container) + len(e.value) + 6
+		b, err := json.Marshal(m)
+		return string(b), err
 	}
 	var b strings.Builder
 	b.Grow(size)
+	writeEntries(&b, es)
+	return b.String(), nil
+}
+
+// plainSize is the size of es written directly; false when json.Marshal must write it.
+func plainSize(es entries) (int, bool) {
+	size := 2
+	for _, e := range es {
+		if !plainJSON(e.container) || !plainJSON(e.value) {
+			return 0, false
+		}
+		size += len(e.container) + len(e.value) + 6
+	}
+	return size, true
+}
+
+// writeEntries writes es, plain (plainSize), as a JSON object.
+func writeEntries(b *strings.Builder, es entries) {
 	b.WriteByte('{')
 	for i, e := range es {
 		if i > 0 {
@@ -283,7 +342,6 @@ func encodeEntries(es entries) (string, error) {
 		b.WriteByte('"')
 	}
 	b.WriteByte('}')
-	return b.String(), nil
 }
 
 // plainJSON reports whether json.Marshal writes s between quotes unchanged.

@@ -144,6 +144,19 @@ func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 		return decisions, nil
 	}
 
+	if rec.originals == nil && rec.rewrittenBy == nil && rec.reasons == nil {
+		// A pod without records yet (most): its three records in one allocation.
+		n := 0
+		for _, d := range decisions {
+			if d.Reason != "" {
+				n++
+			}
+		}
+		if n > 0 {
+			buf := make(entries, 3*n)
+			rec.originals, rec.rewrittenBy, rec.reasons = buf[:0:n], buf[n:n:2*n], buf[2*n:2*n]
+		}
+	}
 	for _, d := range decisions {
 		delete(rec.dryRun, d.Container)
 		if d.DryRun != nil {
