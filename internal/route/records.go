@@ -16,7 +16,8 @@ import (
 
 // Pod records are kuik's annotations on a pod, by container: original-images, rewritten-by,
 // reason and dry-run. Route reads and writes them; the secret-syncer's pod cache reads them
-// through RewrittenContainers. Both read them with readMap, so they agree on what a record says.
+// through RewrittenContainers. Both read them with readMap (or readEntries, which gives the
+// same), so they agree on what a record says.
 
 // RecordAnnotations are the annotations of a pod Route writes, sorted, and RecordLabels its
 // labels: Route changes nothing else of a pod's metadata, so a patch need only compare these.
@@ -27,18 +28,71 @@ var (
 
 // records are a pod's records as Route reads and rewrites them.
 type records struct {
-	originals, rewrittenBy, reasons map[string]string
+	originals, rewrittenBy, reasons entries
 	// dryRun is kuik.enix.io/dry-run, kept as raw JSON values by container.
 	dryRun map[string]json.RawMessage
 }
 
 func readRecords(annotations map[string]string) records {
 	return records{
-		originals:   readMap(annotations, v1alpha1.AnnotationOriginalImages),
-		rewrittenBy: readMap(annotations, v1alpha1.AnnotationRewrittenBy),
-		reasons:     readMap(annotations, v1alpha1.AnnotationReason),
+		originals:   readEntries(annotations, v1alpha1.AnnotationOriginalImages),
+		rewrittenBy: readEntries(annotations, v1alpha1.AnnotationRewrittenBy),
+		reasons:     readEntries(annotations, v1alpha1.AnnotationReason),
 		dryRun:      readRawMap(annotations, v1alpha1.AnnotationDryRun),
 	}
+}
+
+// entries are one of the records that map a container to a string, sorted by container, each
+// container once: what readMap gives, without a map (a pod's records are few, and a map costs
+// more to make than to search).
+type entries []entry
+
+type entry struct{ container, value string }
+
+func (es entries) find(container string) (int, bool) {
+	return slices.BinarySearchFunc(es, container, func(e entry, c string) int { return strings.Compare(e.container, c) })
+}
+
+func (es entries) get(container string) (string, bool) {
+	if i, ok := es.find(container); ok {
+		return es[i].value, true
+	}
+	return "", false
+}
+
+func (es *entries) set(container, value string) {
+	if i, ok := es.find(container); ok {
+		(*es)[i].value = value
+	} else {
+		*es = slices.Insert(*es, i, entry{container, value})
+	}
+}
+
+func (es *entries) delete(container string) {
+	if i, ok := es.find(container); ok {
+		*es = slices.Delete(*es, i, i+1)
+	}
+}
+
+// readEntries is readMap's record as entries; nil when there is none.
+func readEntries(annotations map[string]string, key string) entries {
+	v, ok := annotations[key]
+	if !ok || v == "" {
+		return nil
+	}
+	if es, ok := decodePlainEntries(v); ok {
+		return es
+	}
+	m := readMap(annotations, key)
+	if m == nil {
+		return nil
+	}
+	es := make(entries, 0, len(m))
+	for c, v := range m {
+		es = append(es, entry{c, v})
+	}
+	slices.SortFunc(es, func(a, b entry) int { return strings.Compare(a.container, b.container) })
+	return es
 }
 
 // Rewritten is a container the pod's records say a resource rewrote.
@@ -54,26 +108,40 @@ type Rewritten struct {
 // webhook and the secret-syncer each count routing.RecordBytes of what it yields.
 func RewrittenContainers(pod *corev1.Pod) iter.Seq[Rewritten] {
 	return func(yield func(Rewritten) bool) {
-		by := readMap(pod.Annotations, v1alpha1.AnnotationRewrittenBy)
+		by := readEntries(pod.Annotations, v1alpha1.AnnotationRewrittenBy)
 		if len(by) == 0 {
 			return
 		}
-		originals := readMap(pod.Annotations, v1alpha1.AnnotationOriginalImages)
-		for _, c := range containersOf(pod) {
-			original, has := originals[c.name]
+		originals := readEntries(pod.Annotations, v1alpha1.AnnotationOriginalImages)
+		each := func(name, image string) bool {
+			original, has := originals.get(name)
 			if !has {
-				continue
+				return true
 			}
 			// What RewrittenBy keeps: a source that parses and is not the original.
-			s, named := by[c.name]
+			s, named := by.get(name)
 			if !named {
-				continue
+				return true
 			}
 			src, err := routing.ParseSource(s)
 			if err != nil || src.IsOriginal() {
-				continue
+				return true
 			}
-			if !yield(Rewritten{Container: c.name, Image: *c.image, Original: original, By: src}) {
+			return yield(Rewritten{Container: name, Image: image, Original: original, By: src})
+		}
+		// containersOf's order, without its slice.
+		for i := range pod.Spec.InitContainers {
+			if c := &pod.Spec.InitContainers[i]; !each(c.Name, c.Image) {
+				return
+			}
+		}
+		for i := range pod.Spec.Containers {
+			if c := &pod.Spec.Containers[i]; !each(c.Name, c.Image) {
+				return
+			}
+		}
+		for i := range pod.Spec.EphemeralContainers {
+			if c := &pod.Spec.EphemeralContainers[i]; !each(c.Name, c.Image) {
 				return
 			}
 		}
@@ -124,9 +192,11 @@ func verify(rec *records, all []container, ix *routing.Index, podLabels, namespa
 	}
 	done = map[string]bool{}
 	used = map[usedEntry]bool{}
-	for name, original := range rec.originals {
+	rec.originals = slices.DeleteFunc(rec.originals, func(e entry) bool {
+		name, original := e.container, e.value
 		current, exists := images[name]
-		src, err := routing.ParseSource(rec.rewrittenBy[name])
+		by, _ := rec.rewrittenBy.get(name)
+		src, err := routing.ParseSource(by)
 		if exists && err == nil {
 			if cands := ix.Recorded(original, current, src, podLabels, namespaceLabels); len(cands) > 0 {
 				done[name] = true
@@ -135,50 +205,73 @@ func verify(rec *records, all []container, ix *routing.Index, podLabels, namespa
 						used[usedEntry{c.Source, c.AuthPath}] = true
 					}
 				}
-				continue
+				return false
 			}
 		}
-		delete(rec.originals, name)
-		delete(rec.rewrittenBy, name)
-		delete(rec.reasons, name)
-	}
-	for name := range rec.rewrittenBy {
-		if !done[name] {
-			delete(rec.rewrittenBy, name)
-		}
-	}
-	for name, reason := range rec.reasons {
-		if _, exists := images[name]; !exists || (!done[name] && reason != v1alpha1.ReasonNoAlternatives) {
-			delete(rec.reasons, name)
-		}
-	}
+		rec.reasons.delete(name)
+		return true
+	})
+	rec.rewrittenBy = slices.DeleteFunc(rec.rewrittenBy, func(e entry) bool { return !done[e.container] })
+	rec.reasons = slices.DeleteFunc(rec.reasons, func(e entry) bool {
+		_, exists := images[e.container]
+		return !exists || (!done[e.container] && e.value != v1alpha1.ReasonNoAlternatives)
+	})
 	return done, used
 }
 
 // write puts the records back on the pod: each annotation as a JSON map, or removed when empty,
 // and the kuik.enix.io/rewritten label exactly when a container is recorded as rewritten.
 func (rec *records) write(pod *corev1.Pod) error {
-	for _, r := range [...]struct {
-		key string
-		m   map[string]string
+	recs := [...]struct {
+		key   string
+		es    entries
+		plain bool
+		value string
 	}{
-		{v1alpha1.AnnotationOriginalImages, rec.originals},
-		{v1alpha1.AnnotationRewrittenBy, rec.rewrittenBy},
-		{v1alpha1.AnnotationReason, rec.reasons},
-	} {
-		key, m := r.key, r.m
-		if len(m) == 0 {
-			delete(pod.Annotations, key)
+		{key: v1alpha1.AnnotationOriginalImages, es: rec.originals},
+		{key: v1alpha1.AnnotationRewrittenBy, es: rec.rewrittenBy},
+		{key: v1alpha1.AnnotationReason, es: rec.reasons},
+	}
+	// The plain ones are written into one string, which each annotation is a part of.
+	size := 0
+	for i := range recs {
+		if n, ok := plainSize(recs[i].es); ok && len(recs[i].es) > 0 {
+			recs[i].plain, size = true, size+n
+		}
+	}
+	var b strings.Builder
+	b.Grow(size)
+	var ends [len(recs)]int
+	for i := range recs {
+		if recs[i].plain {
+			writeEntries(&b, recs[i].es)
+		}
+		ends[i] = b.Len()
+	}
+	all := b.String()
+	for i := range recs {
+		r := &recs[i]
+		if len(r.es) == 0 {
+			delete(pod.Annotations, r.key)
 			continue
 		}
-		v, err := encodeMap(m) // map keys are sorted: the annotation is deterministic
-		if err != nil {
-			return fmt.Errorf("encoding %s: %w", key, err)
+		if r.plain {
+			start := 0
+			if i > 0 {
+				start = ends[i-1]
+			}
+			r.value = all[start:ends[i]]
+		} else {
+			v, err := encodeEntries(r.es) // sorted by container: the annotation is deterministic
+			if err != nil {
+				return fmt.Errorf("encoding %s: %w", r.key, err)
+			}
+			r.value = v
 		}
 		if pod.Annotations == nil {
 			pod.Annotations = map[string]string{}
 		}
-		pod.Annotations[key] = v
+		pod.Annotations[r.key] = r.value
 	}
 	if len(rec.dryRun) == 0 {
 		delete(pod.Annotations, v1alpha1.AnnotationDryRun)
@@ -203,37 +296,52 @@ func (rec *records) write(pod *corev1.Pod) error {
 	return nil
 }
 
-// encodeMap is json.Marshal(m), byte for byte, written directly when every key and value is
-// printable ASCII that json.Marshal copies as it is (no quote, backslash or HTML character to
-// escape): the common case, at a fraction of the reflection's cost.
-func encodeMap(m map[string]string) (string, error) {
-	var buf [8]string // most pods have fewer containers: the keys stay on the stack
-	keys := buf[:0]
-	size := 2
-	for k, v := range m {
-		if !plainJSON(k) || !plainJSON(v) {
-			b, err := json.Marshal(m)
-			return string(b), err
+// encodeEntries is json.Marshal of es as a map, byte for byte, written directly when every
+// container and value is printable ASCII that json.Marshal copies as it is (no quote,
+// backslash or HTML character to escape): the common case, at a fraction of the reflection's
+// cost.
+func encodeEntries(es entries) (string, error) {
+	size, ok := plainSize(es)
+	if !ok {
+		m := make(map[string]string, len(es))
+		for _, e := range es {
+			m[e.container] = e.value
 		}
-		keys = append(keys, k)
-		size += len(k) + len(v) + 6
+		b, err := json.Marshal(m)
+		return string(b), err
 	}
-	slices.Sort(keys)
 	var b strings.Builder
 	b.Grow(size)
+	writeEntries(&b, es)
+	return b.String(), nil
+}
+
+// plainSize is the size of es written directly; false when json.Marshal must write it.
+func plainSize(es entries) (int, bool) {
+	size := 2
+	for _, e := range es {
+		if !plainJSON(e.container) || !plainJSON(e.value) {
+			return 0, false
+		}
+		size += len(e.container) + len(e.value) + 6
+	}
+	return size, true
+}
+
+// writeEntries writes es, plain (plainSize), as a JSON object.
+func writeEntries(b *strings.Builder, es entries) {
 	b.WriteByte('{')
-	for i, k := range keys {
+	for i, e := range es {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		b.WriteByte('"')
-		b.WriteString(k)
+		b.WriteString(e.container)
 		b.WriteString(`":"`)
-		b.WriteString(m[k])
+		b.WriteString(e.value)
 		b.WriteByte('"')
 	}
 	b.WriteByte('}')
-	return b.String(), nil
 }
 
 // plainJSON reports whether json.Marshal writes s between quotes unchanged.
@@ -281,33 +389,54 @@ func readMap(annotations map[string]string, key string) map[string]string {
 }
 
 // decodePlainMap is json.Unmarshal of v into a map[string]string when v is written as
-// encodeMap writes it directly ({"k":"v",...}, no space, no escape, printable ASCII only): the
-// records kuik wrote, decoded without reflection and without copying a string. false for
+// encodeEntries writes it directly ({"k":"v",...}, no space, no escape, printable ASCII only):
+// the records kuik wrote, decoded without reflection and without copying a string. false for
 // anything else, which json.Unmarshal decodes.
 func decodePlainMap(v string) (map[string]string, bool) {
+	m := make(map[string]string, strings.Count(v, `","`)+1)
+	ok := walkPlainMap(v, func(k, val string) { m[k] = val }) // the last of duplicate keys wins, as with json.Unmarshal
+	return m, ok
+}
+
+// decodePlainEntries is decodePlainMap as entries, when the keys come in order, each once (as
+// kuik writes them); false otherwise.
+func decodePlainEntries(v string) (entries, bool) {
+	es := make(entries, 0, strings.Count(v, `","`)+1)
+	sorted := true
+	ok := walkPlainMap(v, func(k, val string) {
+		if n := len(es); n > 0 && es[n-1].container >= k {
+			sorted = false
+		}
+		es = append(es, entry{k, val})
+	})
+	return es, ok && sorted
+}
+
+// walkPlainMap calls member for each member of v, in order, when v is written as encodeEntries
+// writes it directly; false when it is not.
+func walkPlainMap(v string, member func(k, v string)) bool {
 	if len(v) < 2 || v[0] != '{' || v[len(v)-1] != '}' {
-		return nil, false
+		return false
 	}
 	body := v[1 : len(v)-1]
-	m := make(map[string]string, strings.Count(body, `","`)+1)
 	if body == "" {
-		return m, true
+		return true
 	}
 	for {
 		k, rest, ok := plainString(body)
 		if !ok || rest == "" || rest[0] != ':' {
-			return nil, false
+			return false
 		}
 		val, rest, ok := plainString(rest[1:])
 		if !ok {
-			return nil, false
+			return false
 		}
-		m[k] = val // the last of duplicate keys wins, as with json.Unmarshal
+		member(k, val)
 		if rest == "" {
-			return m, true
+			return true
 		}
 		if rest[0] != ',' {
-			return nil, false
+			return false
 		}
 		body = rest[1:]
 	}

@@ -144,6 +144,19 @@ func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 		return decisions, nil
 	}
 
+	if rec.originals == nil && rec.rewrittenBy == nil && rec.reasons == nil {
+		// A pod without records yet (most): its three records in one allocation.
+		n := 0
+		for _, d := range decisions {
+			if d.Reason != "" {
+				n++
+			}
+		}
+		if n > 0 {
+			buf := make(entries, 3*n)
+			rec.originals, rec.rewrittenBy, rec.reasons = buf[:0:n], buf[n:n:2*n], buf[2*n:2*n]
+		}
+	}
 	for _, d := range decisions {
 		delete(rec.dryRun, d.Container)
 		if d.DryRun != nil {
@@ -156,29 +169,21 @@ func Route(ctx context.Context, pod *corev1.Pod, namespaceLabels labels.Set, ix 
 			}
 			rec.dryRun[d.Container] = b
 		}
-		delete(rec.reasons, d.Container)
+		rec.reasons.delete(d.Container)
 		if d.Reason == "" {
 			continue
 		}
-		set(&rec.reasons, d.Container, d.Reason)
+		rec.reasons.set(d.Container, d.Reason)
 		if d.Image == d.Original {
 			continue
 		}
-		set(&rec.originals, d.Container, d.Original)
-		set(&rec.rewrittenBy, d.Container, d.Source.String())
+		rec.originals.set(d.Container, d.Original)
+		rec.rewrittenBy.set(d.Container, d.Source.String())
 		if d.PullSecret != "" && !hasPullSecret(pod, d.PullSecret) {
 			pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: d.PullSecret})
 		}
 	}
 	return decisions, rec.write(pod)
-}
-
-// set is m[k] = v, m made when nil.
-func set(m *map[string]string, k, v string) {
-	if *m == nil {
-		*m = map[string]string{}
-	}
-	(*m)[k] = v
 }
 
 // container is one image field of the pod: the index-th of list (initContainers, containers

@@ -289,7 +289,10 @@ const linearDedupeMax = 16
 type listBuilder struct {
 	trial bool
 	out   []Candidate
-	keys  []candidateKey
+	// keys are the first candidates' keys, in the builder itself (on the stack, most lists
+	// being short); seen all of them past linearDedupeMax.
+	keys  [linearDedupeMax + 1]candidateKey
+	nkeys int
 	seen  map[candidateKey]struct{}
 }
 
@@ -301,13 +304,14 @@ func (b *listBuilder) add(c Candidate, cred credential) {
 		}
 		b.seen[k] = struct{}{}
 	} else {
-		if slices.Contains(b.keys, k) {
+		if slices.Contains(b.keys[:b.nkeys], k) {
 			return
 		}
-		b.keys = append(b.keys, k)
-		if len(b.keys) > linearDedupeMax {
-			b.seen = make(map[candidateKey]struct{}, 2*len(b.keys))
-			for _, o := range b.keys {
+		b.keys[b.nkeys] = k
+		b.nkeys++
+		if b.nkeys > linearDedupeMax {
+			b.seen = make(map[candidateKey]struct{}, 2*b.nkeys)
+			for _, o := range b.keys[:b.nkeys] {
 				b.seen[o] = struct{}{}
 			}
 		}
