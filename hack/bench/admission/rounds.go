@@ -41,8 +41,8 @@ type results struct {
 	idle    time.Duration // kuik's CPU over the batches it was not installed for
 }
 
-// rounds runs every scenario in every mode, -rounds times; each round runs the three modes in
-// another order (rotated, and reversed every other round) to spread a shared machine's drift.
+// rounds runs every scenario in every mode, -rounds times; each round runs the modes in another
+// order (order) to spread a shared machine's drift.
 func (s *stack) rounds(ctx context.Context, scenarios []scenario, start time.Time) (*results, error) {
 	res := &results{per: *flagPods / *flagRounds, tallies: map[mode][]tally{}}
 	for _, m := range modes {
@@ -50,11 +50,7 @@ func (s *stack) rounds(ctx context.Context, scenarios []scenario, start time.Tim
 	}
 	fmt.Printf("\n%d rounds of %d pods per scenario and mode, %d creators\n", *flagRounds, res.per, *flagConcurrency)
 	for r := range *flagRounds {
-		order := []mode{modes[r%3], modes[(r+1)%3], modes[(r+2)%3]}
-		if r%2 == 1 {
-			slices.Reverse(order)
-		}
-		for _, m := range order {
+		for _, m := range order(r) {
 			if err := s.setMode(ctx, m); err != nil {
 				return nil, err
 			}
@@ -63,7 +59,7 @@ func (s *stack) rounds(ctx context.Context, scenarios []scenario, start time.Tim
 				if err != nil {
 					return nil, fmt.Errorf("round %d, %s, %s: %w", r, sc.name, m, err)
 				}
-				res.tallies[m][i].add(b)
+				res.tallies[m][i].add(r, b)
 				if m == modeNone {
 					res.idle += b.cpu
 				}
@@ -71,5 +67,41 @@ func (s *stack) rounds(ctx context.Context, scenarios []scenario, start time.Tim
 			fmt.Printf("round %d %-22s done at +%s\n", r, m, time.Since(start).Round(time.Second))
 		}
 	}
-	return res, nil
+	return res, samePods(scenarios, res)
+}
+
+// order is round r's order of the modes: a balanced Latin square (Williams'), so that over
+// len(modes) rounds every mode runs once in every place, and every mode right after every other
+// one once (for an odd number of modes, over twice as many rounds, every other one reversed).
+func order(r int) []mode {
+	n := len(modes)
+	out := make([]mode, n)
+	for k := range n {
+		// 0, 1, n-1, 2, n-2, ...
+		b := (k + 1) / 2
+		if k%2 == 0 {
+			b = (n - k/2) % n
+		}
+		out[k] = modes[(b+r)%n]
+	}
+	if n%2 == 1 && (r/n)%2 == 1 {
+		slices.Reverse(out)
+	}
+	return out
+}
+
+// samePods checks that the same-patch webhook's pods are kuik's, and the no-op webhook's the
+// floor's, in every scenario and round (but for what tells pods apart: alike).
+func samePods(scenarios []scenario, res *results) error {
+	for i, sc := range scenarios {
+		for _, pair := range [][2]mode{{modeSame, modeKuik}, {modeNoop, modeNone}} {
+			a, b := res.tallies[pair[0]][i].pods, res.tallies[pair[1]][i].pods
+			for r := range *flagRounds {
+				if a[r] != b[r] {
+					return fmt.Errorf("%s, round %d: the %s webhook's pods are not those of %s:\n%s\n%s", sc.name, r, pair[0], pair[1], a[r], b[r])
+				}
+			}
+		}
+	}
+	return nil
 }
