@@ -23,6 +23,9 @@ type scenario struct {
 	image func(r int) string
 	// want is the image the admitted pod must have with the webhook installed.
 	want func(r int) string
+	// warm: the warm-up admits some of its pods (not when each round must find the cache cold).
+	warm bool
+	goal string
 }
 
 // batch is one scenario's pods of one round in one mode.
@@ -68,16 +71,19 @@ type counters struct {
 	// kuikCalls, kuikSeconds, probes: kuik's admissions, their time in its handler, its
 	// registry probes (all zero for the other modes).
 	kuikCalls, kuikSeconds, probes float64
+	// serveSeconds, admitSeconds: the API server's time serving the creates, and in its admit
+	// step (the whole mutating chain, reinvocation included).
+	serveSeconds, admitSeconds float64
 }
 
 func (c counters) plus(d counters) counters {
 	return counters{c.webhookCalls + d.webhookCalls, c.webhookSeconds + d.webhookSeconds, c.passes + d.passes,
-		c.kuikCalls + d.kuikCalls, c.kuikSeconds + d.kuikSeconds, c.probes + d.probes}
+		c.kuikCalls + d.kuikCalls, c.kuikSeconds + d.kuikSeconds, c.probes + d.probes, c.serveSeconds + d.serveSeconds, c.admitSeconds + d.admitSeconds}
 }
 
 func (c counters) minus(d counters) counters {
 	return counters{c.webhookCalls - d.webhookCalls, c.webhookSeconds - d.webhookSeconds, c.passes - d.passes,
-		c.kuikCalls - d.kuikCalls, c.kuikSeconds - d.kuikSeconds, c.probes - d.probes}
+		c.kuikCalls - d.kuikCalls, c.kuikSeconds - d.kuikSeconds, c.probes - d.probes, c.serveSeconds - d.serveSeconds, c.admitSeconds - d.admitSeconds}
 }
 
 // readCounters reads the counters from the API server and, if m is kuik, from kuik's webhook.
@@ -91,6 +97,8 @@ func readCounters(ctx context.Context, cs kubernetes.Interface, wh *webhookProce
 		webhookCalls:   api.Sum("apiserver_admission_webhook_admission_duration_seconds_count{", hook, `operation="CREATE"`, `type="admit"`),
 		webhookSeconds: api.Sum("apiserver_admission_webhook_admission_duration_seconds_sum{", hook, `operation="CREATE"`, `type="admit"`),
 		passes:         api.Sum("apiserver_admission_controller_admission_duration_seconds_count{", `name="DefaultTolerationSeconds"`, `operation="CREATE"`, `type="admit"`),
+		serveSeconds:   api.Sum("apiserver_request_duration_seconds_sum{", `resource="pods"`, `verb="POST"`, `subresource=""`, `dry_run=""`),
+		admitSeconds:   api.Sum("apiserver_admission_step_admission_duration_seconds_sum{", `operation="CREATE"`, `type="admit"`),
 	}
 	if m != modeKuik {
 		return c, nil
@@ -108,6 +116,9 @@ func readCounters(ctx context.Context, cs kubernetes.Interface, wh *webhookProce
 func fixed(s string) func(int) string { return func(int) string { return s } }
 
 func nsName(i int) string { return "bench-" + strconv.Itoa(i) }
+
+// roundPrefix starts the names of round r's pods (r0 for the warm-up's), up to a "-".
+func roundPrefix(r int) string { return "r" + strconv.Itoa(r+1) }
 
 // createBatch creates n pods of scenario s (round r; -1 is the warm-up) with concurrency
 // creators, checks each admitted pod (and that all are alike), then deletes them.
@@ -132,7 +143,7 @@ func createBatch(ctx context.Context, cs kubernetes.Interface, wh *webhookProces
 	}
 	t0 := time.Now()
 	err = benchutil.Parallel(ctx, n, *flagConcurrency, func(ctx context.Context, j int) error {
-		p := benchutil.PlainPod(ns, fmt.Sprintf("r%d-%05d", r+1, j), image, j)
+		p := benchutil.PlainPod(ns, roundPrefix(r)+fmt.Sprintf("-%05d", j), image, j)
 		t := time.Now()
 		got, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 		lat[j] = time.Since(t)

@@ -54,6 +54,7 @@ var (
 	flagPods        = flag.Int("pods", 2000, "pods per scenario and per mode (installed, not installed), spread over the rounds")
 	flagConcurrency = flag.Int("concurrency", 8, "pods created at once")
 	flagRounds      = flag.Int("rounds", 8, "rounds; each runs every scenario in every mode, in a rotating order")
+	flagScenarios   = flag.String("scenarios", "", "run only the scenarios whose name this regular expression matches (all by default)")
 
 	flagMatchConditions = flag.Bool("match-conditions", false, "give kuik's pod webhook the matchConditions the secret-syncer's leader writes for the routing resources (webhook.mutating.matchConditions): pods no resource covers are not sent")
 
@@ -104,7 +105,10 @@ func run(ctx context.Context) (err error) {
 	if err := s.routingResources(ctx); err != nil {
 		return err
 	}
-	scenarios := s.scenarios()
+	scenarios, err := s.scenarios()
+	if err != nil {
+		return err
+	}
 	if err := s.namespaces(ctx, len(scenarios)); err != nil {
 		return err
 	}

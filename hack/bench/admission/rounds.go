@@ -2,22 +2,43 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
-// scenarios are the four kinds of pod, on the stack's registries.
-func (s *stack) scenarios() []scenario {
+// scenarios are the four kinds of pod, on the stack's registries, those -scenarios matches.
+func (s *stack) scenarios() ([]scenario, error) {
 	reg, down, silent := s.reg.Host, s.down, s.silent.Host
-	return []scenario{
-		{name: "uncovered", image: fixed("registry.example/team/app:v1"), want: fixed("registry.example/team/app:v1")},
-		{name: "covered, original up", image: fixed(reg + "/acme/up:v1"), want: fixed(reg + "/acme/up:v1")},
-		{name: "covered, rewritten", image: fixed(down + "/acme/app:v1"), want: fixed(reg + "/acme/app:v1")},
+	all := []scenario{
+		{name: "uncovered", image: fixed("registry.example/team/app:v1"), want: fixed("registry.example/team/app:v1"), warm: true,
+			goal: "kuik / none <= 1.03x"},
+		{name: "covered, original up", image: fixed(reg + "/acme/up:v1"), want: fixed(reg + "/acme/up:v1"), warm: true,
+			goal: "kuik / none <= 1.10x"},
+		{name: "covered, rewritten", image: fixed(down + "/acme/app:v1"), want: fixed(reg + "/acme/app:v1"), warm: true,
+			goal: "kuik / none <= 1.10x; kuik / same <= 1.05x (1.15x)"},
 		{name: "covered, upstream hangs", image: func(r int) string { return silent + "/acme/hang:r" + strconv.Itoa(r) },
-			want: func(r int) string { return reg + "/acme/hang:r" + strconv.Itoa(r) }},
+			want: func(r int) string { return reg + "/acme/hang:r" + strconv.Itoa(r) }, goal: "bounded by the probe timeout"},
 	}
+	re, err := regexp.Compile(*flagScenarios)
+	if err != nil {
+		return nil, fmt.Errorf("-scenarios: %w", err)
+	}
+	var out []scenario
+	for _, sc := range all {
+		if re.MatchString(sc.name) {
+			out = append(out, sc)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("-scenarios %q matches none of the scenarios", *flagScenarios)
+	}
+	return out, nil
 }
 
 // warmUp, unmeasured, opens the connections, the API server's webhook client and the probe
@@ -26,7 +47,10 @@ func (s *stack) warmUp(ctx context.Context, scenarios []scenario) error {
 	if err := waitMode(ctx, s.sentinel, s.warned, s.down, s.reg.Host, s.current); err != nil {
 		return err
 	}
-	for i, sc := range scenarios[:3] {
+	for i, sc := range scenarios {
+		if !sc.warm {
+			continue
+		}
 		if _, err := createBatch(ctx, s.cs, s.wh, i, sc, -1, *flagConcurrency*2, s.current); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
@@ -90,6 +114,15 @@ func order(r int) []mode {
 	return out
 }
 
+// podDiff is the difference between two alike pods.
+func podDiff(a, b string) string {
+	var x, y map[string]any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return a + "\n" + b
+	}
+	return cmp.Diff(x, y)
+}
+
 // samePods checks that the same-patch webhook's pods are kuik's, and the no-op webhook's the
 // floor's, in every scenario and round (but for what tells pods apart: alike).
 func samePods(scenarios []scenario, res *results) error {
@@ -98,7 +131,7 @@ func samePods(scenarios []scenario, res *results) error {
 			a, b := res.tallies[pair[0]][i].pods, res.tallies[pair[1]][i].pods
 			for r := range *flagRounds {
 				if a[r] != b[r] {
-					return fmt.Errorf("%s, round %d: the %s webhook's pods are not those of %s:\n%s\n%s", sc.name, r, pair[0], pair[1], a[r], b[r])
+					return fmt.Errorf("%s, round %d: the %s webhook's pods are not those of %s (-%s +%s):\n%s", sc.name, r, pair[0], pair[1], pair[0], pair[1], podDiff(a[r], b[r]))
 				}
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -24,9 +25,9 @@ import (
 	"github.com/enix/kuik/internal/benchutil"
 )
 
-// patchSet is what the same-patch webhook returns: by namespace, then by the image of the pod's
-// first container, the JSON patch kuik returns for such a pod. A pod it has no patch for is
-// admitted unchanged, as kuik admits it.
+// patchSet is what the same-patch webhook returns: by namespace (a scenario's), then by round
+// (roundPrefix; "" for every round), the JSON patch kuik returns for the pods of that scenario
+// and round. A pod it has no patch for is admitted unchanged, as kuik admits it.
 type patchSet map[string]map[string][]byte
 
 func readPatches(path string) (patchSet, error) {
@@ -41,20 +42,15 @@ func readPatches(path string) (patchSet, error) {
 	return p, nil
 }
 
-// admit answers req with its patch. It reads the pod's images only: any webhook that patches
-// a pod must read at least that much of it.
+// admit answers req with its patch. It reads nothing of the pod but what the AdmissionRequest
+// names (its namespace and name), so it does the no-op webhook's work and returns a patch.
 func (p patchSet) admit(req admission.Request) admission.Response {
-	var pod struct {
-		Spec struct {
-			Containers []struct {
-				Image string `json:"image"`
-			} `json:"containers"`
-		} `json:"spec"`
+	byRound := p[req.Namespace]
+	patch, ok := byRound[""]
+	if !ok {
+		round, _, _ := strings.Cut(req.Name, "-")
+		patch, ok = byRound[round]
 	}
-	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil || len(pod.Spec.Containers) == 0 {
-		return admission.Allowed("")
-	}
-	patch, ok := p[req.Namespace][pod.Spec.Containers[0].Image]
 	if !ok {
 		return admission.Allowed("")
 	}
@@ -67,11 +63,11 @@ func (p patchSet) admit(req admission.Request) admission.Response {
 // samePatch asks kuik's webhook, once per scenario, for the patch of one of its pods, and
 // starts the same-patch webhook with those patches.
 //
-// The pod asked about has the image of the warm-up (of round -rounds, which no round uses: for
-// the hanging upstream, asking leaves each round's probe to the round). A scenario whose image
-// changes with the round (the hanging upstream's tag) gets, for each round, kuik's patch with
-// the original and the rewritten image of the round in place of the asked ones; the check of
-// the rounds (samePods) proves every one of these patches gives the pods kuik gives.
+// The pod asked about has the warm-up's image, which no round uses: for the hanging upstream,
+// asking leaves each round's probe to the round. A scenario whose image changes with the round
+// (the hanging upstream's tag) gets, for each round, kuik's patch with that round's original
+// and rewritten images in place of the asked ones. The rounds' check (samePods) proves that
+// every patch gives the pods kuik gives.
 func (s *stack) samePatch(ctx context.Context, scenarios []scenario) error {
 	patches := patchSet{}
 	for i, sc := range scenarios {
@@ -84,12 +80,16 @@ func (s *stack) samePatch(ctx context.Context, scenarios []scenario) error {
 		if len(patch) == 0 {
 			continue
 		}
-		byImage := map[string][]byte{}
-		for r := range *flagRounds + 1 {
-			p := bytes.ReplaceAll(patch, []byte(asked), []byte(sc.image(r)))
-			byImage[sc.image(r)] = bytes.ReplaceAll(p, []byte(askedWant), []byte(sc.want(r)))
+		if sc.image(0) == asked {
+			patches[nsName(i)] = map[string][]byte{"": patch}
+			continue
 		}
-		patches[nsName(i)] = byImage
+		byRound := map[string][]byte{}
+		for r := range *flagRounds {
+			p := bytes.ReplaceAll(patch, []byte(asked), []byte(sc.image(r)))
+			byRound[roundPrefix(r)] = bytes.ReplaceAll(p, []byte(askedWant), []byte(sc.want(r)))
+		}
+		patches[nsName(i)] = byRound
 	}
 	b, err := json.Marshal(patches)
 	if err != nil {
