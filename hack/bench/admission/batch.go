@@ -74,16 +74,19 @@ type counters struct {
 	// serveSeconds, admitSeconds: the API server's time serving the creates, and in its admit
 	// step (the whole mutating chain, reinvocation included).
 	serveSeconds, admitSeconds float64
+	// hookSeconds: the webhook process's time serving the admission requests (controller-
+	// runtime's, from the request read to the response written), in every installed mode.
+	hookSeconds float64
 }
 
 func (c counters) plus(d counters) counters {
 	return counters{c.webhookCalls + d.webhookCalls, c.webhookSeconds + d.webhookSeconds, c.passes + d.passes,
-		c.kuikCalls + d.kuikCalls, c.kuikSeconds + d.kuikSeconds, c.probes + d.probes, c.serveSeconds + d.serveSeconds, c.admitSeconds + d.admitSeconds}
+		c.kuikCalls + d.kuikCalls, c.kuikSeconds + d.kuikSeconds, c.probes + d.probes, c.serveSeconds + d.serveSeconds, c.admitSeconds + d.admitSeconds, c.hookSeconds + d.hookSeconds}
 }
 
 func (c counters) minus(d counters) counters {
 	return counters{c.webhookCalls - d.webhookCalls, c.webhookSeconds - d.webhookSeconds, c.passes - d.passes,
-		c.kuikCalls - d.kuikCalls, c.kuikSeconds - d.kuikSeconds, c.probes - d.probes, c.serveSeconds - d.serveSeconds, c.admitSeconds - d.admitSeconds}
+		c.kuikCalls - d.kuikCalls, c.kuikSeconds - d.kuikSeconds, c.probes - d.probes, c.serveSeconds - d.serveSeconds, c.admitSeconds - d.admitSeconds, c.hookSeconds - d.hookSeconds}
 }
 
 // readCounters reads the counters from the API server and, if m is kuik, from kuik's webhook.
@@ -100,12 +103,16 @@ func readCounters(ctx context.Context, cs kubernetes.Interface, wh *webhookProce
 		serveSeconds:   api.Sum("apiserver_request_duration_seconds_sum{", `resource="pods"`, `verb="POST"`, `subresource=""`, `dry_run=""`),
 		admitSeconds:   api.Sum("apiserver_admission_step_admission_duration_seconds_sum{", `operation="CREATE"`, `type="admit"`),
 	}
-	if m != modeKuik {
+	if m == modeNone {
 		return c, nil
 	}
 	k, err := wh.scrape(ctx)
 	if err != nil {
 		return counters{}, err
+	}
+	c.hookSeconds = k.Sum("controller_runtime_webhook_latency_seconds_sum{", `webhook="/mutate-pods"`)
+	if m != modeKuik {
+		return c, nil
 	}
 	c.kuikCalls = k.Sum("kuik_webhook_admissions_total{", `webhook="mutate-pods"`)
 	c.kuikSeconds = k.Sum("kuik_webhook_admission_duration_seconds_sum{", `webhook="mutate-pods"`)

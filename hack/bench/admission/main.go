@@ -61,6 +61,7 @@ var (
 	flagServeNoop   = flag.Bool("serve-noop", false, "serve the no-op webhook (this program runs itself so)")
 	flagNoopPort    = flag.Int("noop-port", 0, "port of the no-op webhook")
 	flagNoopCertDir = flag.String("noop-cert-dir", "", "tls.crt and tls.key of the no-op webhook")
+	flagNoopMetrics = flag.String("noop-metrics-addr", "", "address the no-op webhook serves its metrics on")
 	flagNoopPatches = flag.String("noop-patches", "", "serve the same-patch webhook: the patches, by namespace and image, written by the main program")
 )
 
@@ -68,7 +69,7 @@ func main() {
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
 	if *flagServeNoop {
-		if err := serveNoop(*flagNoopPort, *flagNoopCertDir, *flagNoopPatches); err != nil {
+		if err := serveNoop(*flagNoopPort, *flagNoopCertDir, *flagNoopPatches, *flagNoopMetrics); err != nil {
 			fmt.Fprintln(os.Stderr, "no-op webhook:", err)
 			os.Exit(1)
 		}

@@ -8,18 +8,21 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -108,7 +111,7 @@ const (
 // admitting every pod unchanged. Given a patches file (written by writePatches), it is the
 // same-patch webhook: a pod the file has a patch for (by namespace and image) is admitted with
 // that patch, every other one unchanged.
-func serveNoop(port int, certDir, patchesFile string) error {
+func serveNoop(port int, certDir, patchesFile, metricsAddr string) error {
 	warning := noopWarning
 	var patches patchSet
 	if patchesFile != "" {
@@ -118,6 +121,9 @@ func serveNoop(port int, certDir, patchesFile string) error {
 		}
 		warning = samePatchWarning
 	}
+	// controller-runtime's webhook metrics, as kuik's webhook serves them.
+	metrics := &http.Server{Addr: metricsAddr, Handler: promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = metrics.ListenAndServe() }()
 	srv := ctrlwebhook.NewServer(ctrlwebhook.Options{Host: "127.0.0.1", Port: port, CertDir: certDir})
 	srv.Register("/mutate-pods", &ctrlwebhook.Admission{Handler: admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
 		if req.Namespace == "sentinel" {
@@ -144,8 +150,12 @@ func startNoop(ctx context.Context, certDir string, caPEM []byte, patchesFile st
 	if err != nil {
 		return nil, err
 	}
-	w := &webhookProcess{port: port, exited: make(chan struct{})}
-	w.cmd = exec.Command(self, "-serve-noop", "-noop-port="+strconv.Itoa(port), "-noop-cert-dir="+certDir, "-noop-patches="+patchesFile)
+	metricsAddr, err := kuikenv.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	w := &webhookProcess{port: port, metricsAddr: metricsAddr, exited: make(chan struct{})}
+	w.cmd = exec.Command(self, "-serve-noop", "-noop-port="+strconv.Itoa(port), "-noop-cert-dir="+certDir, "-noop-patches="+patchesFile, "-noop-metrics-addr="+metricsAddr)
 	w.cmd.Stdout, w.cmd.Stderr = io.Discard, os.Stderr
 	if err := w.cmd.Start(); err != nil {
 		return nil, err

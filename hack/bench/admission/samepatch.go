@@ -163,8 +163,8 @@ func askKuik(ctx context.Context, port int, caPEM []byte, pod *corev1.Pod) ([]by
 	switch {
 	case r == nil || !r.Allowed:
 		return nil, fmt.Errorf("kuik's webhook did not allow the pod: %+v", r)
-	case len(r.Warnings) > 0:
-		return nil, fmt.Errorf("kuik's webhook warned: %v", r.Warnings)
+	case len(r.Warnings) > 0 || len(r.AuditAnnotations) > 0:
+		return nil, fmt.Errorf("kuik's webhook warned %v or annotated %v: the same-patch webhook would not answer the same", r.Warnings, r.AuditAnnotations)
 	case len(r.Patch) > 0 && (r.PatchType == nil || *r.PatchType != admissionv1.PatchTypeJSONPatch):
 		return nil, fmt.Errorf("kuik's webhook answered a patch of type %v", r.PatchType)
 	}
