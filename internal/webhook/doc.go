@@ -13,6 +13,8 @@
 //   - validate.go: RoutingValidator
 //   - server.go: Run: the manager, informers, prober, index builder and handlers
 //   - timeout.go: the admission budget applied to a handler's context
+//   - logger.go: requestLogger, each admission request's logger, its values encoded only
+//     when a line is logged
 //
 // RoutingValidator checks, with SubjectAccessReviews, that a routing resource's author may use
 // every credential it references: get on a secretRef Secret, use on a provider (injecting or not)

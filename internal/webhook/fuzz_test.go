@@ -28,7 +28,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/route"
@@ -138,7 +137,7 @@ func fuzzHandlers(f *testing.F) *http.ServeMux {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(MutatePodsPath, podAdmission(time.Second, m))
-	mux.Handle(ValidateRoutingPath, &ctrlwebhook.Admission{Handler: v})
+	mux.Handle(ValidateRoutingPath, routingAdmission(v))
 	return mux
 }
 

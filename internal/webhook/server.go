@@ -190,12 +190,12 @@ func Run(ctx context.Context, cfg Config) error {
 		Namespaces: NamespaceLabelsFrom(reader, cs),
 		Choose:     chooser.Choose,
 	}))
-	srv.Register(ValidateRoutingPath, &webhook.Admission{Handler: &RoutingValidator{
+	srv.Register(ValidateRoutingPath, routingAdmission(&RoutingValidator{
 		ClusterResourceNamespace: cfg.ClusterResourceNamespace,
 		Review: func(ctx context.Context, sar *authorizationv1.SubjectAccessReview) (*authorizationv1.SubjectAccessReview, error) {
 			return cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
 		},
-	}})
+	}))
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)
@@ -249,9 +249,14 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 // podAdmission is the HTTP handler served at MutatePodsPath: m within the admission budget of
-// probeTimeout (the fuzz target serves the same).
+// probeTimeout (the fuzz target serves the same), logging through requestLogger.
 func podAdmission(probeTimeout time.Duration, m *PodMutator) *webhook.Admission {
-	return &webhook.Admission{Handler: withTimeout(AdmissionBudget(probeTimeout), m)}
+	return &webhook.Admission{Handler: withTimeout(AdmissionBudget(probeTimeout), m), LogConstructor: requestLogger}
+}
+
+// routingAdmission is the HTTP handler served at ValidateRoutingPath.
+func routingAdmission(v *RoutingValidator) *webhook.Admission {
+	return &webhook.Admission{Handler: v, LogConstructor: requestLogger}
 }
 
 // AdmissionMargin is what an admission may take beyond one probe timeout (decoding, routing,

@@ -8,18 +8,21 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -34,17 +37,20 @@ type mode int
 const (
 	modeNone mode = iota
 	modeNoop
+	// modeSame is the no-op webhook's program returning, for each scenario's pods, the JSON
+	// patch kuik returns for them: what the API server's applying kuik's patch costs.
+	modeSame
 	modeKuik
 )
 
-var modes = []mode{modeNone, modeNoop, modeKuik}
+var modes = []mode{modeNone, modeNoop, modeSame, modeKuik}
 
 func (m mode) String() string {
-	return [...]string{"none (the floor)", "no-op (same stack)", "kuik"}[m]
+	return [...]string{"none (the floor)", "no-op (same stack)", "same patch", "kuik"}[m]
 }
 
-// setMode points kuik's MutatingWebhookConfiguration at kuik or at the no-op webhook, or
-// deletes it.
+// setMode points kuik's MutatingWebhookConfiguration at kuik, the no-op or the same-patch
+// webhook, or deletes it.
 func setMode(ctx context.Context, cs kubernetes.Interface, admin *rest.Config, configs map[mode]*unstructured.Unstructured, m mode) error {
 	if m != modeNone {
 		return testenv.Apply(ctx, admin, []*unstructured.Unstructured{configs[m].DeepCopy()})
@@ -72,7 +78,7 @@ func (f warningFunc) HandleWarningHeader(_ int, _ string, text string) { f(text)
 
 // waitMode waits until the API server calls the webhook of mode m for pods: a dry-run pod of a
 // down original in the sentinel namespace is rewritten exactly when it calls kuik, and warned
-// about exactly when it calls the no-op webhook.
+// about with the warning of the no-op or the same-patch webhook exactly when it calls that one.
 func waitMode(ctx context.Context, cs kubernetes.Interface, warned *atomic.Value, down, up string, m mode) error {
 	image := down + "/acme/app:v1"
 	var last string
@@ -84,9 +90,9 @@ func waitMode(ctx context.Context, cs kubernetes.Interface, warned *atomic.Value
 			return false, nil
 		}
 		rewritten := got.Spec.Containers[0].Image == up+"/acme/app:v1"
-		noop := warned.Load().(string) == noopWarning
-		last = fmt.Sprintf("image %s, warning %q", got.Spec.Containers[0].Image, warned.Load())
-		return rewritten == (m == modeKuik) && noop == (m == modeNoop), nil
+		w := warned.Load().(string)
+		last = fmt.Sprintf("image %s, warning %q", got.Spec.Containers[0].Image, w)
+		return rewritten == (m == modeKuik) && (w == noopWarning) == (m == modeNoop) && (w == samePatchWarning) == (m == modeSame), nil
 	})
 	if err != nil {
 		return fmt.Errorf("the API server never turned to calling %s (sentinel: %s): %w", m, last, err)
@@ -94,17 +100,37 @@ func waitMode(ctx context.Context, cs kubernetes.Interface, warned *atomic.Value
 	return nil
 }
 
-// noopWarning is what the no-op webhook warns about pods of the sentinel namespace, so that
-// waitMode can tell it is called.
-const noopWarning = "no-op webhook"
+// noopWarning and samePatchWarning are what the no-op and the same-patch webhooks warn about
+// pods of the sentinel namespace, so that waitMode can tell which is called.
+const (
+	noopWarning      = "no-op webhook"
+	samePatchWarning = "same-patch webhook"
+)
 
 // serveNoop is the no-op webhook: controller-runtime's webhook server, as kuik's uses it,
-// admitting every pod unchanged.
-func serveNoop(port int, certDir string) error {
+// admitting every pod unchanged. Given a patches file (written by writePatches), it is the
+// same-patch webhook: a pod the file has a patch for (by namespace and image) is admitted with
+// that patch, every other one unchanged.
+func serveNoop(port int, certDir, patchesFile, metricsAddr string) error {
+	warning := noopWarning
+	var patches patchSet
+	if patchesFile != "" {
+		var err error
+		if patches, err = readPatches(patchesFile); err != nil {
+			return err
+		}
+		warning = samePatchWarning
+	}
+	// controller-runtime's webhook metrics, as kuik's webhook serves them.
+	metrics := &http.Server{Addr: metricsAddr, Handler: promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = metrics.ListenAndServe() }()
 	srv := ctrlwebhook.NewServer(ctrlwebhook.Options{Host: "127.0.0.1", Port: port, CertDir: certDir})
 	srv.Register("/mutate-pods", &ctrlwebhook.Admission{Handler: admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
 		if req.Namespace == "sentinel" {
-			return admission.Allowed("").WithWarnings(noopWarning)
+			return admission.Allowed("").WithWarnings(warning)
+		}
+		if patches != nil {
+			return patches.admit(req)
 		}
 		return admission.Allowed("")
 	})})
@@ -112,8 +138,8 @@ func serveNoop(port int, certDir string) error {
 }
 
 // startNoop runs this program as the no-op webhook, serving with the certificate in certDir
-// (of the CA caPEM).
-func startNoop(ctx context.Context, certDir string, caPEM []byte) (*webhookProcess, error) {
+// (of the CA caPEM); as the same-patch webhook when patchesFile is not empty.
+func startNoop(ctx context.Context, certDir string, caPEM []byte, patchesFile string) (*webhookProcess, error) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
 	self, err := os.Executable()
@@ -124,8 +150,12 @@ func startNoop(ctx context.Context, certDir string, caPEM []byte) (*webhookProce
 	if err != nil {
 		return nil, err
 	}
-	w := &webhookProcess{port: port, exited: make(chan struct{})}
-	w.cmd = exec.Command(self, "-serve-noop", "-noop-port="+strconv.Itoa(port), "-noop-cert-dir="+certDir)
+	metricsAddr, err := kuikenv.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	w := &webhookProcess{port: port, metricsAddr: metricsAddr, exited: make(chan struct{})}
+	w.cmd = exec.Command(self, "-serve-noop", "-noop-port="+strconv.Itoa(port), "-noop-cert-dir="+certDir, "-noop-patches="+patchesFile, "-noop-metrics-addr="+metricsAddr)
 	w.cmd.Stdout, w.cmd.Stderr = io.Discard, os.Stderr
 	if err := w.cmd.Start(); err != nil {
 		return nil, err
@@ -134,7 +164,7 @@ func startNoop(ctx context.Context, certDir string, caPEM []byte) (*webhookProce
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		select {
 		case <-w.exited:
-			return false, errors.New("the no-op webhook exited")
+			return false, errors.New("the no-op or same-patch webhook exited")
 		default:
 		}
 		// A full handshake, so the server logs no handshake error.
@@ -147,7 +177,7 @@ func startNoop(ctx context.Context, certDir string, caPEM []byte) (*webhookProce
 	})
 	if err != nil {
 		w.stop()
-		return nil, fmt.Errorf("the no-op webhook never listened: %w", err)
+		return nil, fmt.Errorf("the no-op or same-patch webhook never listened: %w", err)
 	}
 	return w, nil
 }

@@ -34,6 +34,10 @@ type stack struct {
 	down   string
 	wh     *webhookProcess // kuik's
 	noop   *webhookProcess
+	same   *webhookProcess // the same-patch webhook, started by samePatch
+	chart  *kuikenv.Chart
+	// askedPatches is the patch kuik answered for each scenario's pod (samePatch).
+	askedPatches map[int][]byte
 	// configs is the MutatingWebhookConfiguration that calls each installed mode.
 	configs map[mode]*unstructured.Unstructured
 	// sentinel is a client whose last warning from the API server warned holds.
@@ -46,7 +50,7 @@ type stack struct {
 // newStack starts the registries, kuik's webhook (a subprocess, as the chart installs it) and
 // the no-op webhook (this program, behind the same webhook configuration).
 func newStack(ctx context.Context, cp *testenv.ControlPlane, tb *benchutil.TB) (_ *stack, err error) {
-	s := &stack{cp: cp, admin: benchutil.Unthrottled(cp)}
+	s := &stack{cp: cp, admin: benchutil.Unthrottled(cp), askedPatches: map[int][]byte{}}
 	defer func() {
 		if err != nil {
 			s.stop()
@@ -73,6 +77,9 @@ func newStack(ctx context.Context, cp *testenv.ControlPlane, tb *benchutil.TB) (
 }
 
 func (s *stack) stop() {
+	if s.same != nil {
+		s.same.stop()
+	}
 	if s.noop != nil {
 		s.noop.stop()
 	}
@@ -102,6 +109,7 @@ func (s *stack) webhooks(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.chart = chart
 	port, err := kuikenv.FreePort()
 	if err != nil {
 		return err
@@ -121,7 +129,7 @@ func (s *stack) webhooks(ctx context.Context) error {
 		return err
 	}
 	fmt.Printf("webhook subprocess (pid %d) ready; probe timeout %s, cache TTL %s (the chart's)\n", s.wh.cmd.Process.Pid, s.wh.args["probe-timeout"], s.wh.args["cache-ttl"])
-	if s.noop, err = startNoop(ctx, s.wh.certDir, s.cp.CA.PEM); err != nil {
+	if s.noop, err = startNoop(ctx, s.wh.certDir, s.cp.CA.PEM, ""); err != nil {
 		return err
 	}
 	noopHooks, err := chart.WebhookConfigurations(s.noop.port, s.cp.CA.PEM)

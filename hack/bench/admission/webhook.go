@@ -34,7 +34,7 @@ func startWebhook(ctx context.Context, cp *testenv.ControlPlane, chart *kuikenv.
 	if err != nil {
 		return nil, err
 	}
-	w := &webhookProcess{dir: dir, exited: make(chan struct{})}
+	w := &webhookProcess{dir: dir, port: port, exited: make(chan struct{})}
 	bin, err := benchutil.BuildBinary(ctx, dir, "./cmd/webhook")
 	if err != nil {
 		_ = os.RemoveAll(dir)
