@@ -249,18 +249,17 @@ func (rec *records) write(pod *corev1.Pod) error {
 		ends[i] = b.Len()
 	}
 	all := b.String()
+	prev := 0 // where the record's part of all starts
 	for i := range recs {
 		r := &recs[i]
+		start, end := prev, ends[i]
+		prev = end
 		if len(r.es) == 0 {
 			delete(pod.Annotations, r.key)
 			continue
 		}
 		if r.plain {
-			start := 0
-			if i > 0 {
-				start = ends[i-1]
-			}
-			r.value = all[start:ends[i]]
+			r.value = all[start:end]
 		} else {
 			v, err := encodeEntries(r.es) // sorted by container: the annotation is deterministic
 			if err != nil {
