@@ -56,7 +56,7 @@ func (t *tally) add(r int, b batch) {
 		t.pods = map[int]string{}
 	}
 	t.pods[r] = b.pod
-	t.counters = t.counters.plus(b.counters)
+	t.counters = t.plus(b.counters)
 }
 
 // counters are what the API server and kuik's webhook count of a batch's admissions.
