@@ -3,7 +3,6 @@ package probe_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -80,7 +79,7 @@ func TestRateLimitAuthAndServerErrorsAreNeverHints(t *testing.T) {
 // A hint lapses after MaxAge.
 func TestHintsLapse(t *testing.T) {
 	p := probe.New(probe.Options{Hints: probe.HintOptions{Wait: 100 * time.Millisecond, MaxAge: 200 * time.Millisecond}})
-	if r := p.Probe(t.Context(), probe.Target{Reference: refused(t) + "/acme/app:v1"}); r != probe.Unreachable {
+	if r := p.Probe(t.Context(), probe.Target{Reference: testutil.DeadAddr(t) + "/acme/app:v1"}); r != probe.Unreachable {
 		t.Fatalf("probe of a failing registry: %s", r)
 	}
 	if len(p.Hinted()) != 1 {
@@ -90,18 +89,6 @@ func TestHintsLapse(t *testing.T) {
 	if h := p.Hinted(); len(h) != 0 {
 		t.Errorf("hinted hosts %v past MaxAge, want none", h)
 	}
-}
-
-// refused is an address on 127.0.0.1 that refuses connections.
-func refused(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
 }
 
 // The hinted wait is one per decision: ten containers whose candidates are all on a hinted

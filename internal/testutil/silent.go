@@ -69,3 +69,15 @@ func (s *SilentRegistry) MaxOpen() int64 { return s.max.Load() }
 
 // Accepted is the number of connections accepted in all.
 func (s *SilentRegistry) Accepted() int64 { return s.accepted.Load() }
+
+// DeadAddr is a 127.0.0.1:port where nothing listens: connections to it are refused.
+func DeadAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}

@@ -3,7 +3,6 @@ package integration_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -36,16 +35,7 @@ import (
 // the chart's RBAC, its deletes through the chart's kuik-pod-deletes admission policy.
 
 // deadRegistry is host:port where nothing listens.
-func deadRegistry(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
-}
+func deadRegistry(t *testing.T) string { return testutil.DeadAddr(t) }
 
 var recreateRBACOnce sync.Once
 
