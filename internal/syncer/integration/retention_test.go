@@ -235,7 +235,9 @@ func TestRetentionSurvivesLeaderChangeAndExpires(t *testing.T) {
 	var standby appliedLog
 	startSyncerWith(t, opts, cp.ConfigAsServiceAccount(crns, serviceAccount), standby.observe)
 
-	skipped := appliesSkipped(t)
+	// Decisions of the pods' creation still pending would count below as decisions without
+	// A's pods: start counting once the leader has been quiet for a second.
+	skipped := quietAppliesSkipped(t)
 	f.deletePodsOfA(t, e)
 	deleted := time.Now()
 	// The Secrets do not change (A is retained): the leader's decisions show as skipped applies.
@@ -277,6 +279,22 @@ func TestRetentionSurvivesLeaderChangeAndExpires(t *testing.T) {
 }
 
 // appliesSkipped reads the process-wide counter of applies skipped by the hash.
+// quietAppliesSkipped waits until the skipped-apply count has not moved for a second, and
+// returns it.
+func quietAppliesSkipped(t *testing.T) float64 {
+	t.Helper()
+	last, since := appliesSkipped(t), time.Now()
+	for deadline := time.Now().Add(pollTimeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if cur := appliesSkipped(t); cur != last {
+			last, since = cur, time.Now()
+		} else if time.Since(since) >= time.Second {
+			return last
+		}
+	}
+	t.Fatal("the syncer never went quiet")
+	return 0
+}
+
 func appliesSkipped(t *testing.T) float64 {
 	t.Helper()
 	var m dto.Metric
