@@ -201,7 +201,10 @@ func (p *Prober) launchLocked(ctx context.Context, k string, t Target, f *flight
 		if p.opts.Observe != nil {
 			p.opts.Observe(t.Registry, r, p.opts.Now().Sub(begin))
 		}
-		host := Registry(t.Reference)
+		host := f.host // a refresh's, parsed when it was chosen
+		if host == "" {
+			host = Registry(t.Reference)
+		}
 		p.mu.Lock()
 		p.noteHostLocked(host, r, answered)
 		if prev, ok := p.cache[k]; ok && prev.used.After(use.used) {

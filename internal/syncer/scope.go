@@ -147,26 +147,26 @@ func (w *scopeWriter) write(ctx context.Context, force bool) error {
 		case <-time.After(w.settle):
 		}
 	}
-	return w.markSent(ctx, alts.Items, mirrors.Items, res)
+	return w.markSent(ctx, alts.Items, mirrors.Items)
 }
 
 // markSent writes the PodsSent condition of every listed resource whose condition does not
 // already say res at the listed generation. Invalid resources are marked too: the conditions
 // reflect that generation (it routes nothing). A resource deleted, or deleted and made again,
 // since it was listed is skipped: the UID in the apply is a precondition.
-func (w *scopeWriter) markSent(ctx context.Context, alts []v1alpha1.ImageAlternative, mirrors []v1alpha1.ImageMirror, res admitscope.Result) error {
+func (w *scopeWriter) markSent(ctx context.Context, alts []v1alpha1.ImageAlternative, mirrors []v1alpha1.ImageMirror) error {
 	var errs []error
 	for i := range alts {
-		errs = append(errs, w.markOne(ctx, "ImageAlternative", &alts[i].ObjectMeta, alts[i].Status.Conditions, res))
+		errs = append(errs, w.markOne(ctx, "ImageAlternative", &alts[i].ObjectMeta, alts[i].Status.Conditions))
 	}
 	for i := range mirrors {
-		errs = append(errs, w.markOne(ctx, "ImageMirror", &mirrors[i].ObjectMeta, mirrors[i].Status.Conditions, res))
+		errs = append(errs, w.markOne(ctx, "ImageMirror", &mirrors[i].ObjectMeta, mirrors[i].Status.Conditions))
 	}
 	return errors.Join(errs...)
 }
 
-func (w *scopeWriter) markOne(ctx context.Context, kind string, obj *metav1.ObjectMeta, conds []metav1.Condition, res admitscope.Result) error {
-	want := podsSentCondition(obj.Generation, res)
+func (w *scopeWriter) markOne(ctx context.Context, kind string, obj *metav1.ObjectMeta, conds []metav1.Condition) error {
+	want := podsSentCondition(obj.Generation)
 	cur := meta.FindStatusCondition(conds, v1alpha1.ConditionPodsSent)
 	if cur != nil && cur.Status == want.Status && cur.Reason == want.Reason && cur.Message == want.Message && cur.ObservedGeneration == want.ObservedGeneration {
 		return nil
@@ -200,9 +200,9 @@ func (w *scopeWriter) markOne(ctx context.Context, kind string, obj *metav1.Obje
 }
 
 // podsSentCondition is the PodsSent condition of a resource at generation gen. It does not
-// depend on res: a change from filtering to sending every pod, or of the expression's size,
+// depend on the conditions' result: a change from filtering to sending every pod, or of the expression's size,
 // rewrites no status.
-func podsSentCondition(gen int64, _ admitscope.Result) metav1.Condition {
+func podsSentCondition(gen int64) metav1.Condition {
 	return metav1.Condition{
 		Type:               v1alpha1.ConditionPodsSent,
 		Status:             metav1.ConditionTrue,
