@@ -155,6 +155,21 @@ var PodsSentWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Writes of a routing resource's PodsSent condition (its generation is covered by the pod webhook's matchConditions), by result (success, error).",
 }, []string{"result"})
 
+// AvailabilityChecks counts the leader's background availability checks by result:
+// answered (any HTTP answer), timeout, unreachable, or paused (not sent: the registry asked to
+// slow down).
+var AvailabilityChecks = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "kuik_secret_syncer_availability_checks_total",
+	Help: "Background manifest HEADs of the repositories ahead of live fallbacks, by result (answered: any HTTP answer; timeout; unreachable; paused: not sent, the registry rate-limited or reported its limit nearly reached).",
+}, []string{"result"})
+
+// UnavailableRepositories is the number of repositories the last checks found giving no
+// answer (the status.unavailable entries of every resource, each repository once).
+var UnavailableRepositories = prometheus.NewGauge(prometheus.GaugeOpts{
+	Name: "kuik_secret_syncer_unavailable_repositories",
+	Help: "Repositories ahead of live fallbacks that gave the leader's last check no answer (shared with every webhook replica as hints through status.unavailable).",
+})
+
 // ObservePluginRun records one plugin execution (credentialprovider.Options.Observe).
 func ObservePluginRun(provider, result string, d time.Duration) {
 	ProviderPluginRuns.WithLabelValues(provider, result).Inc()
@@ -168,6 +183,7 @@ func SyncerCollectors() []prometheus.Collector {
 		SyncerInjectionFailures, SyncerQueueDepth, SyncerStatusUpdates, SyncerRetentionWrites,
 		ProviderPluginRuns, ProviderExecDuration, ProviderRenewals, ProviderCredentialExpiry, ProviderSecretBytes, ProviderSecretLeftOut, ProviderSecretWrites,
 		MissedPulls, StuckPodsRecreated, FallbackPods, MatchConditions, MatchConditionsApplies, PodsSentWrites,
+		AvailabilityChecks, UnavailableRepositories,
 	}
 }
 

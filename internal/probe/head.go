@@ -28,6 +28,29 @@ func (p *Prober) safeHead(ctx context.Context, t Target) (r Result, digest strin
 	return r, digest, err == nil || errors.As(err, &terr)
 }
 
+// Check sends one manifest HEAD for t, outside the cache, the flights and MaxInFlight, and
+// reports what came back: answered when the registry sent any HTTP answer (whatever its
+// status), timedOut when none came within the timeout. It is the background check of the
+// secret-syncer's leader (status.unavailable), which paces its own calls.
+func (p *Prober) Check(ctx context.Context, t Target) (r Result, answered, timedOut bool) {
+	defer func() {
+		if recover() != nil {
+			r, answered, timedOut = Unreachable, false, false
+		}
+	}()
+	r, _, err := p.head(ctx, t)
+	var terr *transport.Error
+	if err == nil || errors.As(err, &terr) {
+		return r, true, false
+	}
+	return r, false, errors.Is(err, context.DeadlineExceeded) || isTimeout(err)
+}
+
+func isTimeout(err error) bool {
+	var nerr net.Error
+	return errors.As(err, &nerr) && nerr.Timeout()
+}
+
 // head sends the manifest HEAD. go-containerregistry refuses an answer without a valid
 // Docker-Content-Digest, and one for a digest reference whose digest differs from the one asked
 // for, so an Available answer always comes with the digest it names.

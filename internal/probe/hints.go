@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -25,6 +26,10 @@ const (
 // not answered by then, the next candidate in order is taken for this decision, and its
 // probe goes on and is cached. A hint can cost a decision at most Wait; it never routes
 // past a candidate that answers within it.
+//
+// The secret-syncer's leader adds hints every replica shares ([Prober.SetSharedHints]): by
+// repository, each as old as the leader's last check that found it unanswering, ignored past
+// MaxAge. They are waited on the same way.
 type HintOptions struct {
 	// Wait is the hinted wait; zero or less turns hints off.
 	Wait time.Duration
@@ -64,8 +69,15 @@ func (p *Prober) noteHostLocked(host string, r Result, answered bool) {
 	}
 }
 
-// hintedHost reports whether t's host was found Unreachable within MaxAge.
-func (p *Prober) hintedHost(t Target) bool {
+// hinted reports whether t's host was found Unreachable within MaxAge by this replica, or
+// its repository by the secret-syncer's leader (the shared hints, checked within MaxAge).
+func (p *Prober) hinted(t Target) bool {
+	now := p.opts.Now()
+	if shared := p.shared.Load(); shared != nil {
+		if at, ok := (*shared)[RepositoryOf(t.Reference)]; ok && fresh(now, at, p.opts.Hints.MaxAge) {
+			return true
+		}
+	}
 	host := Registry(t.Reference)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -73,11 +85,43 @@ func (p *Prober) hintedHost(t Target) bool {
 	if !ok {
 		return false
 	}
-	if p.opts.Now().Sub(at) >= p.opts.Hints.MaxAge {
+	if now.Sub(at) >= p.opts.Hints.MaxAge {
 		delete(p.unreachable, host)
 		return false
 	}
 	return true
+}
+
+// fresh reports whether a hint checked at is younger than maxAge. A time ahead of now by
+// more than maxAge (a clock far off, or a hand-written status) is not fresh: no hint lasts
+// longer than maxAge past the moment it is read.
+func fresh(now, at time.Time, maxAge time.Duration) bool {
+	age := now.Sub(at)
+	return age < maxAge && age > -maxAge
+}
+
+// SetSharedHints replaces the hints every webhook replica shares: for each repository (as
+// [RepositoryOf] writes it), when the secret-syncer's leader last found it giving no answer
+// (the routing resources' status.unavailable). The map is the Prober's from then on: the
+// caller must not change it. A hint older than MaxAge is ignored.
+func (p *Prober) SetSharedHints(hints map[string]time.Time) {
+	if len(hints) == 0 {
+		p.shared.Store(nil)
+		return
+	}
+	p.shared.Store(&hints)
+}
+
+// RepositoryOf is a normalized reference's repository: without its tag and digest
+// (docker.io/library/nginx:1.27@sha256:… gives docker.io/library/nginx).
+func RepositoryOf(reference string) string {
+	if i := strings.IndexByte(reference, '@'); i >= 0 {
+		reference = reference[:i]
+	}
+	if i := strings.LastIndexByte(reference, ':'); i > strings.LastIndexByte(reference, '/') {
+		reference = reference[:i]
+	}
+	return reference
 }
 
 // passOver reports whether the caller should take the next candidate instead of waiting on
@@ -85,7 +129,7 @@ func (p *Prober) hintedHost(t Target) bool {
 // is one per decision, whatever its number of lists: deadline, zero until the first hinted
 // wait, is when it ends.
 func (p *Prober) passOver(ctx context.Context, t Target, f *flight, deadline *time.Time) bool {
-	if p.opts.Hints.Wait <= 0 || !p.hintedHost(t) {
+	if p.opts.Hints.Wait <= 0 || !p.hinted(t) {
 		return false
 	}
 	if deadline.IsZero() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -65,6 +66,8 @@ type Prober struct {
 	// unreachable is when a probe last found each registry host Unreachable, cleared by any
 	// answer from it (hints.go).
 	unreachable map[string]time.Time
+	// shared are the hints every replica reads ([Prober.SetSharedHints]).
+	shared atomic.Pointer[map[string]time.Time]
 }
 
 type cached struct {

@@ -37,6 +37,9 @@ type Config struct {
 	// fallbacks (status.activeFallbacks, fallbacks, fallbackPods), written only when they
 	// change: at most one write per resource per FallbackDelay (default 10s).
 	FallbackDelay time.Duration
+	// Availability configures the background availability checks of the repositories ahead
+	// of live fallbacks (status.unavailable); off when Availability.Interval is zero.
+	Availability AvailabilityOptions
 	// Clock is the retention's and the provider credentials' clock; nil is the real one.
 	Clock clock.PassiveClock
 

@@ -82,6 +82,8 @@ type Controller struct {
 	providers *providerKeeper
 	// fallbacks keeps the resources' live fallbacks (fallbacks_controller.go).
 	fallbacks *fallbackTracker
+	// availability checks what is ahead of the live fallbacks (availability.go); nil when off.
+	availability *availability
 	// graceful, when set, is done when the process stops on purpose (not on a lost lease):
 	// only then are the pending retention records written at the stop.
 	graceful context.Context
@@ -114,6 +116,9 @@ func NewController(cfg Config, c cache.Cache, core corev1client.CoreV1Interface,
 		retentionDirty:  map[ResourceKey]struct{}{},
 		retentionFailed: map[ResourceKey]time.Time{},
 		fallbacks:       newFallbackTracker(),
+	}
+	if cfg.Availability.Interval > 0 {
+		ctrl.availability = newAvailability(cfg.Availability, cfg.Clock.Now)
 	}
 	ctrl.providers = newProviderKeeper(cfg, core)
 	ctrl.providers.existing = ctrl.secret
@@ -200,6 +205,9 @@ func (c *Controller) Start(ctx context.Context) error {
 		}
 	})
 	wg.Go(func() { c.runFallbacks(ctx) })
+	if c.availability != nil {
+		wg.Go(func() { c.runAvailability(ctx) })
+	}
 	ticker := time.NewTicker(c.cfg.ResyncPeriod)
 	defer ticker.Stop()
 	var resyncing atomic.Bool

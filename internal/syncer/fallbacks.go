@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/enix/kuik/internal/probe"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -41,6 +42,10 @@ type Fallbacks struct {
 	// Pods is the number of distinct live pods with at least one container routed by the
 	// resource.
 	Pods int32
+	// Ahead are the candidates ahead of where the pods of each pair were routed (the
+	// original, and the resource's candidates before the one they got), one per repository,
+	// at most MaxUnavailable: what the background checks watch (availability.go).
+	Ahead []CheckTarget
 }
 
 // DecideFallbacks computes a resource's live fallbacks from its rewritten pods. A container
@@ -109,6 +114,7 @@ func DecideFallbacks(r *Resource, pods []FallbackPod, namespaceLabels func(names
 			if t == nil {
 				t = &tally{last: -1}
 				tallies[k] = t
+				total.Ahead = appendAhead(total.Ahead, r.index, original, current, p.Labels, nsLabels)
 			}
 			counted = true
 			if t.last == i {
@@ -127,6 +133,7 @@ func DecideFallbacks(r *Resource, pods []FallbackPod, namespaceLabels func(names
 	if len(tallies) == 0 {
 		return total
 	}
+	slices.SortFunc(total.Ahead, func(a, b CheckTarget) int { return cmp.Compare(a.Repository, b.Repository) })
 	all := make([]v1alpha1.ActiveFallback, 0, len(tallies))
 	for k, t := range tallies {
 		all = append(all, v1alpha1.ActiveFallback{Original: k.original, RoutedTo: k.routedTo, Pods: t.pods, Since: t.since.Rfc3339Copy()})
@@ -172,4 +179,28 @@ func (f *Fallbacks) MergePatch() ([]byte, error) {
 		return nil, fmt.Errorf("encoding the fallbacks patch: %w", err)
 	}
 	return b, nil
+}
+
+// appendAhead adds to ahead the candidates of original, for a pod with these labels, before
+// the first that explains current, each repository once, up to MaxUnavailable in all.
+func appendAhead(ahead []CheckTarget, ix *routing.Index, original, current string, podLabels, nsLabels labels.Set) []CheckTarget {
+	if len(ahead) >= MaxUnavailable {
+		return ahead
+	}
+	cands, err := ix.Candidates(original, podLabels, nsLabels)
+	if err != nil {
+		return ahead
+	}
+	for i := range cands {
+		c := &cands[i]
+		if c.Explains(current) || len(ahead) >= MaxUnavailable {
+			break
+		}
+		repo := probe.RepositoryOf(c.Reference)
+		if len(repo) > maxFallbackRepository || slices.ContainsFunc(ahead, func(t CheckTarget) bool { return t.Repository == repo }) {
+			continue
+		}
+		ahead = append(ahead, CheckTarget{Repository: repo, Reference: c.Reference, Insecure: c.Insecure, Host: probe.Registry(c.Reference)})
+	}
+	return ahead
 }

@@ -158,6 +158,9 @@ func (c *Controller) syncFallbacks(ctx context.Context, rk ResourceKey) error {
 	f := DecideFallbacks(r, pods, namespaceLabels)
 
 	// Act.
+	if c.availability != nil {
+		c.availability.set(rk, f.Ahead)
+	}
 	c.setFallbackGauge(rk, f.Pods)
 	log := logr.FromContextOrDiscard(ctx)
 	if f.Holds(current) {
@@ -186,6 +189,9 @@ func (c *Controller) setFallbackGauge(rk ResourceKey, pods int32) {
 
 // forgetFallbacks drops the gauge of a resource that is gone or being deleted.
 func (c *Controller) forgetFallbacks(rk ResourceKey) {
+	if c.availability != nil {
+		c.availability.forget(rk)
+	}
 	c.fallbacks.mu.Lock()
 	defer c.fallbacks.mu.Unlock()
 	if _, ok := c.fallbacks.gauges[rk]; ok {

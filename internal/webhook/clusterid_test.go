@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -29,14 +30,14 @@ func TestClusterIDRoutesToTheClusterTag(t *testing.T) {
 		PodSelector(map[string]string{"kuik-test": "cluster-id"}).Build()
 	w.create(t, &im)
 
-	ix, err := webhook.BuildIndex(t.Context(), w.c, "eu-1", nil)
+	ix, err := webhook.BuildIndex(t.Context(), w.c, "eu-1", nil, func(map[string]time.Time) {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ix.ClusterID() != "eu-1" {
 		t.Fatalf("the index's cluster ID is %q, want eu-1", ix.ClusterID())
 	}
-	plain, err := webhook.BuildIndex(t.Context(), w.c, "", nil)
+	plain, err := webhook.BuildIndex(t.Context(), w.c, "", nil, func(map[string]time.Time) {})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -221,7 +221,7 @@ func Run(ctx context.Context, cfg Config) error {
 			g = newGate()
 		}
 		build := func() {
-			ix, err := buildIndex(ctx, reader, cfg.ClusterID, g)
+			ix, err := buildIndex(ctx, reader, cfg.ClusterID, g, prober.SetSharedHints)
 			if err != nil {
 				log.FromContext(ctx).Error(err, "Rebuilding routing index")
 				return
@@ -287,10 +287,11 @@ func NamespaceLabelsFrom(cached client.Reader, cs kubernetes.Interface) Namespac
 	}
 }
 
-// buildIndex compiles every routing resource in the cache, with mirror tags of clusterID;
-// invalid ones (admitted before the validating webhook existed) are left out and logged.
-// buildIndex indexes the cached routing resources, through g when it is not nil.
-func buildIndex(ctx context.Context, r client.Reader, clusterID string, g *gate) (*routing.Index, error) {
+// buildIndex compiles every routing resource in the cache, with mirror tags of clusterID,
+// through g when it is not nil; invalid ones (admitted before the validating webhook existed)
+// are left out and logged. It gives hints the resources' status.unavailable, every
+// resource's, marked or not: a hint routes nothing.
+func buildIndex(ctx context.Context, r client.Reader, clusterID string, g *gate, hints func(map[string]time.Time)) (*routing.Index, error) {
 	var ias v1alpha1.ImageAlternativeList
 	if err := r.List(ctx, &ias); err != nil {
 		return nil, fmt.Errorf("listing ImageAlternatives: %w", err)
@@ -300,6 +301,7 @@ func buildIndex(ctx context.Context, r client.Reader, clusterID string, g *gate)
 		return nil, fmt.Errorf("listing ImageMirrors: %w", err)
 	}
 	alts, mirrors := ias.Items, ims.Items
+	hints(SharedHints(alts, mirrors))
 	if g != nil {
 		var waiting int
 		alts, mirrors, waiting = g.filter(alts, mirrors)
@@ -325,3 +327,27 @@ func poke(ch chan struct{}) {
 type runnable func(context.Context) error
 
 func (r runnable) Start(ctx context.Context) error { return r(ctx) }
+
+// SharedHints gathers the routing resources' status.unavailable: for each repository, the
+// latest checkedAt any of them gives.
+func SharedHints(alts []v1alpha1.ImageAlternative, mirrors []v1alpha1.ImageMirror) map[string]time.Time {
+	var out map[string]time.Time
+	add := func(list []v1alpha1.UnavailableRepository) {
+		for i := range list {
+			u := &list[i]
+			if out == nil {
+				out = map[string]time.Time{}
+			}
+			if at, ok := out[u.Repository]; !ok || u.CheckedAt.After(at) {
+				out[u.Repository] = u.CheckedAt.Time
+			}
+		}
+	}
+	for i := range alts {
+		add(alts[i].Status.Unavailable)
+	}
+	for i := range mirrors {
+		add(mirrors[i].Status.Unavailable)
+	}
+	return out
+}

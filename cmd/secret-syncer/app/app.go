@@ -18,6 +18,7 @@ import (
 	"github.com/enix/kuik/internal/credentialprovider"
 	"github.com/enix/kuik/internal/logflags"
 	"github.com/enix/kuik/internal/metrics"
+	"github.com/enix/kuik/internal/probe"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/internal/syncer"
 )
@@ -128,6 +129,12 @@ holding the credentials of the entries the webhook rewrites pods to.`,
 		"wait after writing the matchConditions before marking the resources they cover PodsSent (a webhook run with --match-conditions-gate routes with a resource only then): the time every API server takes to see the change")
 	f.DurationVar(&opts.FallbackDelay, "fallback-delay", syncer.DefaultFallbackDelay,
 		"window in which the pod changes of one routing resource collapse into one update of its live fallbacks (status.activeFallbacks): at most one status write per resource per window")
+	f.DurationVar(&opts.Availability.Interval, "availability-check-interval", syncer.DefaultAvailabilityInterval,
+		"how often the leader checks each repository ahead of live fallbacks (one anonymous manifest HEAD) and writes those giving no answer to status.unavailable, which every webhook replica reads as hints; 0: off")
+	f.Float64Var(&opts.Availability.PerSecond, "availability-checks-per-second", syncer.DefaultAvailabilityPerSecond,
+		"bound on the availability checks sent, every registry together (one at a time per registry host)")
+	f.DurationVar(&opts.Availability.Timeout, "availability-check-timeout", probe.DefaultTimeout,
+		"how long a check waits for an answer; none within it is a Timeout")
 	// --metrics-bind-address, --health-probe-bind-address and --leader-elect*: internal/ctrlkit.
 	opts.BindFlags(f, syncer.DefaultLeaderElectionID)
 	opts.Providers.bind(f)
@@ -179,6 +186,15 @@ func (o *Options) validate() error {
 	}
 	if o.FallbackDelay <= 0 {
 		errs = append(errs, fmt.Errorf("--fallback-delay must be positive, got %s", o.FallbackDelay))
+	}
+	if o.Availability.Interval < 0 {
+		errs = append(errs, fmt.Errorf("--availability-check-interval must not be negative, got %s", o.Availability.Interval))
+	}
+	if o.Availability.PerSecond <= 0 {
+		errs = append(errs, fmt.Errorf("--availability-checks-per-second must be positive, got %v", o.Availability.PerSecond))
+	}
+	if o.Availability.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("--availability-check-timeout must be positive, got %s", o.Availability.Timeout))
 	}
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))

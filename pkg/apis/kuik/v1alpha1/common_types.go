@@ -174,7 +174,43 @@ type RoutingStatus struct {
 	// fallbackPods is the number of live pods routed by this resource now.
 	// +optional
 	FallbackPods int32 `json:"fallbackPods,omitempty"`
+	// unavailable are the repositories ahead of where live pods were routed (the originals,
+	// and the candidates before the one they got) that gave the secret-syncer's leader no
+	// answer at its last check, the most recent first, at most 256. Every webhook replica
+	// reads them as hints: it waits at most its hinted wait for such a candidate before it
+	// takes the next one in order. A hint never removes a candidate.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Unavailable []UnavailableRepository `json:"unavailable,omitempty"`
 }
+
+// UnavailableRepository is one repository that gave no answer to a background check.
+type UnavailableRepository struct {
+	// repository, e.g. docker.io/library/nginx.
+	// +required
+	// +kubebuilder:validation:MaxLength=512
+	Repository string `json:"repository"`
+	// reason: Timeout (no answer within the check timeout) or Unreachable (the connection
+	// was refused, or a network or TLS error). Any HTTP answer, a 401, 404, 429 or 5xx
+	// included, is an answer.
+	// +required
+	// +kubebuilder:validation:Enum=Timeout;Unreachable
+	Reason string `json:"reason"`
+	// since is when the checks first found it so, in this run of them.
+	// +required
+	Since metav1.Time `json:"since"`
+	// checkedAt is the last check that found it so. A webhook ignores a hint older than its
+	// --hint-max-age.
+	// +required
+	CheckedAt metav1.Time `json:"checkedAt"`
+}
+
+// Reasons of [UnavailableRepository].
+const (
+	UnavailableTimeout     = "Timeout"
+	UnavailableUnreachable = "Unreachable"
+)
 
 // ActiveFallback is one image repository live pods are routed away from, and where to.
 type ActiveFallback struct {
