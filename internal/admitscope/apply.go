@@ -3,6 +3,7 @@ package admitscope
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,32 +36,62 @@ func Apply(ctx context.Context, c kubernetes.Interface, config, webhook string, 
 	if err != nil {
 		return fmt.Errorf("matchConditions of %s: %w", config, err)
 	}
-	if !hasWebhook(cur, webhook) {
-		return fmt.Errorf("matchConditions of %s: no webhook %s in it", config, webhook)
+	return ApplyOn(ctx, c, cur, webhook, res)
+}
+
+// ApplyOn is [Apply] on cur, the configuration as just read: it is written only if it still
+// has cur's UID.
+func ApplyOn(ctx context.Context, c kubernetes.Interface, cur *admissionregistrationv1.MutatingWebhookConfiguration, webhook string, res Result) error {
+	if findWebhook(cur, webhook) == nil {
+		return fmt.Errorf("matchConditions of %s: no webhook %s in it", cur.Name, webhook)
 	}
 	hook := acv1.MutatingWebhook().WithName(webhook)
-	conds := res.Conditions
-	if len(conds) == 0 {
-		conds = []admissionregistrationv1.MatchCondition{{Name: ConditionName, Expression: SendAll}}
-	}
-	for _, mc := range conds {
+	for _, mc := range written(res) {
 		hook.WithMatchConditions(acv1.MatchCondition().WithName(mc.Name).WithExpression(mc.Expression))
 	}
 	// The UID precondition: a configuration deleted and made again since the Get is not
 	// written (an apply would otherwise create a configuration of this one webhook).
-	ac := acv1.MutatingWebhookConfiguration(config).WithUID(cur.UID).WithWebhooks(hook)
-	_, err = c.AdmissionregistrationV1().MutatingWebhookConfigurations().Apply(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	ac := acv1.MutatingWebhookConfiguration(cur.Name).WithUID(cur.UID).WithWebhooks(hook)
+	_, err := c.AdmissionregistrationV1().MutatingWebhookConfigurations().Apply(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	if err != nil {
-		return fmt.Errorf("matchConditions of %s, webhook %s: %w", config, webhook, err)
+		return fmt.Errorf("matchConditions of %s, webhook %s: %w", cur.Name, webhook, err)
 	}
 	return nil
 }
 
-func hasWebhook(c *admissionregistrationv1.MutatingWebhookConfiguration, name string) bool {
-	for i := range c.Webhooks {
-		if c.Webhooks[i].Name == name {
-			return true
+// Holds reports whether the webhook named webhook of cfg has exactly the matchConditions
+// [Apply] writes for res, in any order. A condition of another field manager, which Apply
+// leaves, makes it false: the API server sends a pod only when every condition is true.
+func Holds(cfg *admissionregistrationv1.MutatingWebhookConfiguration, webhook string, res Result) bool {
+	hook := findWebhook(cfg, webhook)
+	if hook == nil {
+		return false
+	}
+	want := written(res)
+	if len(hook.MatchConditions) != len(want) {
+		return false
+	}
+	for _, w := range want {
+		if !slices.Contains(hook.MatchConditions, w) {
+			return false
 		}
 	}
-	return false
+	return true
+}
+
+// written is the list of conditions [Apply] writes for res.
+func written(res Result) []admissionregistrationv1.MatchCondition {
+	if len(res.Conditions) == 0 {
+		return []admissionregistrationv1.MatchCondition{{Name: ConditionName, Expression: SendAll}}
+	}
+	return res.Conditions
+}
+
+func findWebhook(c *admissionregistrationv1.MutatingWebhookConfiguration, name string) *admissionregistrationv1.MutatingWebhook {
+	for i := range c.Webhooks {
+		if c.Webhooks[i].Name == name {
+			return &c.Webhooks[i]
+		}
+	}
+	return nil
 }

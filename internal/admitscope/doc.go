@@ -42,5 +42,6 @@
 //	conditions.go   Conditions, ForCoverage, Result, Reason, Limits: the expression and its bounds
 //	canonical.go    canonicalName and its CEL twin: an image's normalized, lowered repository
 //	glob.go         excludeImages globs as RE2 expressions that never match more than the glob
-//	apply.go        Apply: the conditions written on the webhook, their field manager
+//	apply.go        Apply, ApplyOn: the conditions written on the webhook, their field manager;
+//	                Holds: whether a configuration read has them
 package admitscope

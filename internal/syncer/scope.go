@@ -105,11 +105,13 @@ func (w *scopeWriter) Start(ctx context.Context) error {
 	}
 }
 
-// write applies the conditions of the cached resources, unless they are those last applied
-// and force is false, then marks every listed resource PodsSent at the generation they were
-// computed from. After a change it first waits the settle time, for the API servers to see
-// it: a webhook run with --match-conditions-gate routes with a generation only once it is
-// marked, so no pod it routes with is left out by conditions that do not yet cover it.
+// write applies the conditions of the cached resources, unless force is false and the live
+// configuration holds them as last applied, then marks every listed resource PodsSent at the
+// generation they were computed from. After a change, or a repair of conditions another
+// writer replaced (a `helm upgrade`, an edit, a restore), it first waits the settle time, for
+// the API servers to see it: a webhook run with --match-conditions-gate routes with a
+// generation only once it is marked, so no pod it routes with is left out by conditions that
+// do not yet cover it. The configuration is read once a pass; a failed read marks nothing.
 func (w *scopeWriter) write(ctx context.Context, force bool) error {
 	var alts v1alpha1.ImageAlternativeList
 	if err := w.cache.List(ctx, &alts); err != nil {
@@ -125,8 +127,17 @@ func (w *scopeWriter) write(ctx context.Context, force bool) error {
 		expr = res.Conditions[0].Expression
 	}
 	changed := expr != w.last || res.Reason != w.reason
-	if force || changed {
-		if err := admitscope.Apply(ctx, w.cs, w.config, admitscope.WebhookName, res); err != nil {
+	cur, err := w.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, w.config, metav1.GetOptions{})
+	if err != nil {
+		metrics.MatchConditionsApplies.WithLabelValues("error").Inc()
+		return fmt.Errorf("matchConditions of %s: %w", w.config, err)
+	}
+	replaced := !changed && !admitscope.Holds(cur, admitscope.WebhookName, res)
+	if replaced {
+		w.log.Info("pod webhook's matchConditions are not those last applied; applying them again", "reason", res.Reason)
+	}
+	if force || changed || replaced {
+		if err := admitscope.ApplyOn(ctx, w.cs, cur, admitscope.WebhookName, res); err != nil {
 			metrics.MatchConditionsApplies.WithLabelValues("error").Inc()
 			return err
 		}
@@ -140,7 +151,7 @@ func (w *scopeWriter) write(ctx context.Context, force bool) error {
 		metrics.MatchConditions.WithLabelValues(string(res.Reason)).Set(1)
 		w.last, w.reason = expr, res.Reason
 	}
-	if changed {
+	if changed || replaced {
 		select {
 		case <-ctx.Done():
 			return nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/enix/kuik/internal/admitscope"
 	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/internal/testutil"
 	"github.com/enix/kuik/internal/testutil/kuikenv"
@@ -76,6 +78,43 @@ func TestAnEditedResourceNeverRoutesWithASpecTheConditionsDropped(t *testing.T) 
 	alone := g.dryRun(t, g.upstream("app"))
 	if both.Spec.Containers[1].Image != alone.Spec.Containers[0].Image {
 		t.Errorf("app routed to %s in a pod sent for base, to %s in a pod of app alone: the webhook routes with a spec the conditions dropped", both.Spec.Containers[1].Image, alone.Spec.Containers[0].Image)
+	}
+}
+
+// Conditions another writer replaced (a `helm upgrade` restoring older ones, an edit) with
+// narrower ones: a resource whose generation the leader's conditions already cover is
+// marked PodsSent only once the live configuration holds them again, so that, once marked,
+// its pods are sent and routed. The resync is an hour: it cannot be what repairs them. (A
+// review found the leader marked trusting the conditions it last wrote.)
+func TestPodsSentWaitsForConditionsAnotherWriterReplaced(t *testing.T) {
+	g := startGated(t, 50*time.Millisecond, time.Second)
+	base := g.alternative(g.n+"-base", "base")
+	create(t, g.e, &base)
+	waitPodsSent(t, g.e, &v1alpha1.ImageAlternative{}, base.Name)
+	hooks := g.e.cs.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	cur, err := hooks.Get(t.Context(), g.config, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaders := cur.Webhooks[0].MatchConditions
+
+	cur.Webhooks[0].MatchConditions = []admissionregistrationv1.MatchCondition{{Name: admitscope.ConditionName, Expression: "false"}}
+	if _, err := hooks.Update(t.Context(), cur, metav1.UpdateOptions{FieldManager: "helm"}); err != nil {
+		t.Fatal(err)
+	}
+	// A new resource of the same repositories: the leader's conditions stay as they were.
+	twin := g.alternative(g.n+"-twin", "base")
+	create(t, g.e, &twin)
+	waitPodsSent(t, g.e, &v1alpha1.ImageAlternative{}, twin.Name)
+	cur, err = hooks.Get(t.Context(), g.config, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(leaders, cur.Webhooks[0].MatchConditions); diff != "" {
+		t.Errorf("marked PodsSent while the live matchConditions are not the leader's (-leader's +live):\n%s", diff)
+	}
+	if got := g.dryRun(t, g.upstream("base")).Spec.Containers[0].Image; got != g.mirror("base")+":v1" {
+		t.Errorf("once marked, a pod of the image is admitted with %s, want %s:v1", got, g.mirror("base"))
 	}
 }
 
