@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/enix/kuik/internal/probe"
 	"github.com/enix/kuik/internal/routing"
 	"github.com/enix/kuik/pkg/apis/kuik/v1alpha1"
 )
@@ -21,7 +23,9 @@ var ErrInvalidResources = errors.New("invalid routing resources")
 // would give follows a comment line, their candidates marked "(dry run)". Every routing resource among objs is validated with the
 // rules the API server and the validating webhook apply; any invalid one is an error naming the
 // resource and the field. Objects of other kinds are ignored. A clusterID (valid or empty)
-// gives mirror candidates that cluster's tags, as the webhook's --cluster-id.
+// gives mirror candidates that cluster's tags, as the webhook's --cluster-id. The hints the
+// resources' status.unavailable gives (as `kubectl get -o yaml` prints them) follow, one
+// comment line per candidate a webhook would wait for at most its hinted wait.
 func PrintCandidates(w io.Writer, objs []runtime.Object, image string, podLabels, namespaceLabels labels.Set, clusterID string) error {
 	var ias []v1alpha1.ImageAlternative
 	var ims []v1alpha1.ImageMirror
@@ -57,6 +61,9 @@ func PrintCandidates(w io.Writer, objs []runtime.Object, image string, podLabels
 	if err := printList(w, cands); err != nil {
 		return err
 	}
+	if err := printHints(w, cands, ias, ims); err != nil {
+		return err
+	}
 	// With dry-run resources, what the list would be if they enforced, after a comment line.
 	if dry := ix.WithDryRun(); dry != nil {
 		all, err := dry.Candidates(image, podLabels, namespaceLabels)
@@ -84,6 +91,36 @@ func printList(w io.Writer, cands []routing.Candidate) error {
 			source += " (dry run)"
 		}
 		if _, err := fmt.Fprintf(w, "%s\t%s\t%s\n", c.Reference, source, secret); err != nil {
+			return fmt.Errorf("writing: %w", err)
+		}
+	}
+	return nil
+}
+
+// printHints writes a comment line for each candidate, but the last (never passed over), whose
+// repository a resource's status.unavailable names.
+func printHints(w io.Writer, cands []routing.Candidate, ias []v1alpha1.ImageAlternative, ims []v1alpha1.ImageMirror) error {
+	hints := map[string]v1alpha1.UnavailableRepository{}
+	add := func(list []v1alpha1.UnavailableRepository) {
+		for _, u := range list {
+			if cur, ok := hints[u.Repository]; !ok || u.CheckedAt.After(cur.CheckedAt.Time) {
+				hints[u.Repository] = u
+			}
+		}
+	}
+	for i := range ias {
+		add(ias[i].Status.Unavailable)
+	}
+	for i := range ims {
+		add(ims[i].Status.Unavailable)
+	}
+	for i := 0; i < len(cands)-1 && len(hints) > 0; i++ {
+		u, ok := hints[probe.RepositoryOf(cands[i].Reference)]
+		if !ok {
+			continue
+		}
+		if _, err := fmt.Fprintf(w, "# hinted: %s gave no answer (%s) since %s, checked %s: waited for at most --hinted-wait until that check is older than --hint-max-age\n",
+			cands[i].Reference, u.Reason, u.Since.UTC().Format(time.RFC3339), u.CheckedAt.UTC().Format(time.RFC3339)); err != nil {
 			return fmt.Errorf("writing: %w", err)
 		}
 	}

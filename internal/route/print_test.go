@@ -151,3 +151,37 @@ func TestPrintCandidatesWithClusterID(t *testing.T) {
 		}
 	}
 }
+
+// The hints of status.unavailable, as `kubectl get -o yaml` prints them, follow the list: one
+// line per candidate a webhook would wait for at most its hinted wait, never the last (it is
+// always waited for).
+func TestPrintCandidatesShowsTheHints(t *testing.T) {
+	withStatus := routingYAML + `---
+apiVersion: kuik.enix.io/v1alpha1
+kind: ImageAlternative
+metadata: {name: hinted}
+spec:
+  alternatives:
+  - repository: docker.io/library/nginx
+  - repository: registry.local:5000/library/nginx
+status:
+  unavailable:
+  - {repository: docker.io/library/nginx, reason: Timeout, since: "2026-12-03T10:00:00Z", checkedAt: "2026-12-03T10:04:00Z"}
+  - {repository: registry.local:5000/library/nginx, reason: Unreachable, since: "2026-12-03T10:00:00Z", checkedAt: "2026-12-03T10:04:00Z"}
+`
+	objs, err := manifest.Read(strings.NewReader(withStatus))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := route.PrintCandidates(&out, objs, "nginx", nil, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	want := "registry.tld/mirror/docker.io/library/nginx:latest\tImageMirror/corp-mirror\tkuik-inject-imagemirror-corp-mirror\n" +
+		"docker.io/library/nginx:latest\toriginal\t-\n" +
+		"registry.local:5000/library/nginx:latest\tImageAlternative/hinted\t-\n" +
+		"# hinted: docker.io/library/nginx:latest gave no answer (Timeout) since 2026-12-03T10:00:00Z, checked 2026-12-03T10:04:00Z: waited for at most --hinted-wait until that check is older than --hint-max-age\n"
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+}

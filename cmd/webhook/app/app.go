@@ -188,7 +188,9 @@ func newCandidatesCommand(candidates CandidatesFunc, logs *logflags.Flags) *cobr
 		Long: `candidates reads routing resources from YAML files, validates them with the rules of the CRD
 (an invalid one exits 2 with a message naming the resource and the field) and prints the
 candidates a container running IMAGE would be routed among, in order, one per line:
-REFERENCE<TAB>SOURCE<TAB>PULLSECRET.`,
+REFERENCE<TAB>SOURCE<TAB>PULLSECRET. Resources saved with their status (kubectl get -o yaml)
+add a "# hinted:" line for each candidate their status.unavailable names: the webhook waits
+for it at most --hinted-wait.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.ExactArgs(1),
