@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -130,7 +131,7 @@ func TestDecideFallbacks(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := DecideFallbacks(tc.r, tc.pods, anyNamespace)
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(Fallbacks{}, "Ahead")); diff != "" {
 				t.Errorf("fallbacks (-want +got):\n%s", diff)
 			}
 		})
@@ -285,5 +286,24 @@ func BenchmarkDecideFallbacks(b *testing.B) {
 		if f := DecideFallbacks(r, pods, anyNamespace); f.Pods != 5000 || f.Total != 137 {
 			b.Fatalf("%+v", f)
 		}
+	}
+}
+
+// What is ahead of a pair: the candidates before the one its pods were routed to, the
+// original first, each repository once; nothing for a pair routed to the first candidate.
+func TestDecideFallbacksAhead(t *testing.T) {
+	alt := mustAlternative(t, testutil.NewImageAlternative("alt").Repository("quay.io/acme/foo").Repository("hanging.local/acme/foo").Repository("registry.local/acme/foo"))
+	const byAlt = "ImageAlternative/alt"
+	got := DecideFallbacks(alt, []FallbackPod{
+		fbPod("a", 0, byAlt, map[string][2]string{"c": {"quay.io/acme/foo:v1", "registry.local/acme/foo:v1"}}),
+		fbPod("b", time.Minute, byAlt, map[string][2]string{"c": {"quay.io/acme/foo@" + testDigest, "registry.local/acme/foo@" + testDigest}}),
+		fbPod("c", time.Minute, byAlt, map[string][2]string{"c": {"quay.io/acme/foo:v2", "hanging.local/acme/foo:v2"}}),
+	}, anyNamespace)
+	want := []CheckTarget{
+		{Repository: "hanging.local/acme/foo", Reference: "hanging.local/acme/foo:v1", Host: "hanging.local"},
+		{Repository: "quay.io/acme/foo", Reference: "quay.io/acme/foo:v1", Host: "quay.io"},
+	}
+	if diff := cmp.Diff(want, got.Ahead); diff != "" {
+		t.Errorf("ahead (-want +got):\n%s", diff)
 	}
 }
