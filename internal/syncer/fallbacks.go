@@ -69,6 +69,7 @@ func DecideFallbacks(r *Resource, pods []FallbackPod, namespaceLabels func(names
 		pods  int32
 		since metav1.Time
 		last  int // the last pod counted, so that two containers of a pod count it once
+		ahead []CheckTarget
 	}
 	tallies := map[pairKey]*tally{}
 	// repositories memoizes the parse of each distinct image of this computation.
@@ -114,7 +115,7 @@ func DecideFallbacks(r *Resource, pods []FallbackPod, namespaceLabels func(names
 			if t == nil {
 				t = &tally{last: -1}
 				tallies[k] = t
-				total.Ahead = appendAhead(total.Ahead, r.index, original, current, p.Labels, nsLabels)
+				t.ahead = ahead(r.index, original, current, p.Labels, nsLabels)
 			}
 			counted = true
 			if t.last == i {
@@ -133,7 +134,6 @@ func DecideFallbacks(r *Resource, pods []FallbackPod, namespaceLabels func(names
 	if len(tallies) == 0 {
 		return total
 	}
-	slices.SortFunc(total.Ahead, func(a, b CheckTarget) int { return cmp.Compare(a.Repository, b.Repository) })
 	all := make([]v1alpha1.ActiveFallback, 0, len(tallies))
 	for k, t := range tallies {
 		all = append(all, v1alpha1.ActiveFallback{Original: k.original, RoutedTo: k.routedTo, Pods: t.pods, Since: t.since.Rfc3339Copy()})
@@ -141,6 +141,19 @@ func DecideFallbacks(r *Resource, pods []FallbackPod, namespaceLabels func(names
 	slices.SortFunc(all, func(a, b v1alpha1.ActiveFallback) int {
 		return cmp.Or(cmp.Compare(b.Pods, a.Pods), cmp.Compare(a.Original, b.Original), cmp.Compare(a.RoutedTo, b.RoutedTo))
 	})
+	// What is ahead, the pairs with the most pods first: forged records of a few pods cannot
+	// crowd out the repositories most pods wait on.
+	seen := map[string]struct{}{}
+	for i := 0; i < len(all) && len(total.Ahead) < MaxUnavailable; i++ {
+		for _, c := range tallies[pairKey{original: all[i].Original, routedTo: all[i].RoutedTo}].ahead {
+			if _, dup := seen[c.Repository]; dup || len(total.Ahead) >= MaxUnavailable {
+				continue
+			}
+			seen[c.Repository] = struct{}{}
+			total.Ahead = append(total.Ahead, c)
+		}
+	}
+	slices.SortFunc(total.Ahead, func(a, b CheckTarget) int { return cmp.Compare(a.Repository, b.Repository) })
 	total.Total = int32(len(all)) //nolint:gosec // at most one pair per container of the cached pods
 	total.Active = slices.Clip(all[:min(len(all), MaxActiveFallbacks)])
 	return total
@@ -181,26 +194,24 @@ func (f *Fallbacks) MergePatch() ([]byte, error) {
 	return b, nil
 }
 
-// appendAhead adds to ahead the candidates of original, for a pod with these labels, before
-// the first that explains current, each repository once, up to MaxUnavailable in all.
-func appendAhead(ahead []CheckTarget, ix *routing.Index, original, current string, podLabels, nsLabels labels.Set) []CheckTarget {
-	if len(ahead) >= MaxUnavailable {
-		return ahead
-	}
+// ahead lists the candidates of original, for a pod with these labels, before the first that
+// explains current.
+func ahead(ix *routing.Index, original, current string, podLabels, nsLabels labels.Set) []CheckTarget {
 	cands, err := ix.Candidates(original, podLabels, nsLabels)
 	if err != nil {
-		return ahead
+		return nil
 	}
+	var out []CheckTarget
 	for i := range cands {
 		c := &cands[i]
-		if c.Explains(current) || len(ahead) >= MaxUnavailable {
+		if c.Explains(current) {
 			break
 		}
 		repo := probe.RepositoryOf(c.Reference)
-		if len(repo) > maxFallbackRepository || slices.ContainsFunc(ahead, func(t CheckTarget) bool { return t.Repository == repo }) {
+		if len(repo) > maxFallbackRepository {
 			continue
 		}
-		ahead = append(ahead, CheckTarget{Repository: repo, Reference: c.Reference, Insecure: c.Insecure, Host: probe.Registry(c.Reference)})
+		out = append(out, CheckTarget{Repository: repo, Reference: c.Reference, Insecure: c.Insecure, Host: probe.Registry(c.Reference)})
 	}
-	return ahead
+	return out
 }

@@ -3,6 +3,7 @@ package syncer
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -305,5 +306,27 @@ func TestDecideFallbacksAhead(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got.Ahead); diff != "" {
 		t.Errorf("ahead (-want +got):\n%s", diff)
+	}
+}
+
+// Past MaxUnavailable repositories, the pairs with the most pods keep theirs: a flood of
+// one-pod pairs (records a pod author forged) does not crowd out what most pods wait on.
+func TestDecideFallbacksAheadKeepsThePairsWithTheMostPods(t *testing.T) {
+	group := mustAlternative(t, testutil.NewImageAlternative("grp").Group("quay.io/acme/").Group("registry.local/acme/"))
+	const by = "ImageAlternative/grp"
+	var pods []FallbackPod
+	for i := range MaxUnavailable + 44 {
+		img := fmt.Sprintf("acme/a%03d:v1", i)
+		pods = append(pods, fbPod(fmt.Sprintf("p%d", i), 0, by, map[string][2]string{"c": {"quay.io/" + img, "registry.local/" + img}}))
+	}
+	for i := range 2 {
+		pods = append(pods, fbPod(fmt.Sprintf("z%d", i), 0, by, map[string][2]string{"c": {"quay.io/acme/zzz:v1", "registry.local/acme/zzz:v1"}}))
+	}
+	got := DecideFallbacks(group, pods, anyNamespace).Ahead
+	if len(got) != MaxUnavailable {
+		t.Fatalf("%d repositories ahead, want the bound %d", len(got), MaxUnavailable)
+	}
+	if !slices.ContainsFunc(got, func(c CheckTarget) bool { return c.Repository == "quay.io/acme/zzz" }) {
+		t.Error("the pair with the most pods lost its repository to one-pod pairs")
 	}
 }
