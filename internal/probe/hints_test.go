@@ -3,6 +3,8 @@ package probe_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,5 +118,68 @@ func TestHintedWaitIsOnePerDecision(t *testing.T) {
 	}
 	if ctx.Err() != nil {
 		t.Error("ten hinted lists waited past 600ms: the hinted wait (100ms) adds up per list")
+	}
+}
+
+// A candidate passed over at the hinted wait, then one Skipped (MaxInFlight reached, here by
+// the first one's own probe): the list waits for the passed-over candidate after all, and
+// takes it when it answers within the deadline, rather than leaving the pod with no choice.
+// The Skipped candidate still ends the list when it does not answer: nothing after it, even
+// cached and available, is chosen.
+func TestAPassedOverCandidateIsWaitedForBeforeASkippedOne(t *testing.T) {
+	slow := testutil.NewRegistry(t, "", "")
+	slowRef := slow.Push(t, "acme/slow:v1")
+	front := testutil.NewFront(t, slow)
+	// Through the front, acme/slow's manifest answers after 400ms, acme/dead's never.
+	front.Intercept(func(_ http.ResponseWriter, req *http.Request) bool {
+		switch {
+		case strings.Contains(req.URL.Path, "/acme/slow/manifests/"):
+			time.Sleep(400 * time.Millisecond)
+			return false
+		case strings.Contains(req.URL.Path, "/acme/dead/manifests/"):
+			<-req.Context().Done()
+			return true
+		}
+		return false
+	})
+	good := testutil.NewRegistry(t, "", "")
+	cachedAlt := probe.Target{Reference: good.Push(t, "acme/alt:v1")}
+	var passed atomic.Int64
+	p := probe.New(probe.Options{Timeout: time.Second, MaxInFlight: 1, Hints: probe.HintOptions{Wait: 100 * time.Millisecond, PassedOver: func(string) { passed.Add(1) }}})
+	if r := p.Probe(t.Context(), cachedAlt); r != probe.Available {
+		t.Fatalf("alternative: %s", r)
+	}
+
+	tests := map[string]struct {
+		list []probe.Target
+		want int
+	}{
+		"a passed-over candidate answering within the deadline is chosen": {
+			list: []probe.Target{{Reference: strings.Replace(slowRef, slow.Host, front.Host, 1)}, {Reference: good.Host + "/acme/skipped:v1"}},
+			want: 0,
+		},
+		"a passed-over candidate that never answers leaves the Skipped one ending the list": {
+			list: []probe.Target{{Reference: front.Host + "/acme/dead:v1"}, {Reference: good.Host + "/acme/skipped:v2"}, cachedAlt},
+			want: -1,
+		},
+	}
+	learn := 0
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			// Any answer clears the hint: each case learns it anew.
+			learn++
+			if r := p.Probe(t.Context(), probe.Target{Reference: fmt.Sprintf("%s/acme/dead:learn%d", front.Host, learn)}); r != probe.Unreachable {
+				t.Fatalf("probe of the hanging repository: %s", r)
+			}
+			passed.Store(0)
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+			defer cancel()
+			if got := p.First(ctx, tc.list); got != tc.want {
+				t.Errorf("First = %d, want %d", got, tc.want)
+			}
+			if n := passed.Load(); n != 1 {
+				t.Errorf("%d candidates passed over at the hinted wait, want 1 (the first)", n)
+			}
+		})
 	}
 }

@@ -68,6 +68,9 @@ type Prober struct {
 	unreachable map[string]time.Time
 	// shared are the hints every replica reads ([Prober.SetSharedHints]).
 	shared atomic.Pointer[map[string]time.Time]
+	// due has a record of every result stored, by when it lapses: the refresher's way to the
+	// entries lapsing soon without a pass over the cache (refresh.go).
+	due dueHeap
 }
 
 type cached struct {
@@ -80,6 +83,8 @@ type cached struct {
 	used     time.Time
 	decisive bool
 	target   Target
+	// host is target's registry host, parsed when the result was stored.
+	host string
 }
 
 // flight is a probe on its way; result and digest are set before done is closed.
@@ -213,8 +218,10 @@ func (p *Prober) launchLocked(ctx context.Context, k string, t Target, f *flight
 		if prev, ok := p.cache[k]; ok && prev.used.After(use.used) {
 			use = prev // used again while the refresh ran
 		}
-		use.result, use.digest, use.expires = r, digest, p.opts.Now().Add(p.opts.TTL)
+		now := p.opts.Now()
+		use.result, use.digest, use.expires, use.host = r, digest, now.Add(p.opts.TTL), host
 		p.cache[k] = use
+		p.pushDueLocked(k, use.expires, now)
 		delete(p.flights, k)
 		if f.trial {
 			p.trials--

@@ -71,10 +71,6 @@ func (p *Prober) ResolveChoices(ctx context.Context, lists [][]Target, accept Ac
 	if !pending {
 		return out
 	}
-	type slot struct {
-		a answer
-		f *flight
-	}
 	slots := map[string]slot{}
 	for l, targets := range lists {
 		if out[l].Index != -2 {
@@ -89,33 +85,51 @@ func (p *Prober) ResolveChoices(ctx context.Context, lists [][]Target, accept Ac
 	}
 	var hintedUntil time.Time // the decision's one hinted wait
 	for l := range lists {
-		if out[l].Index != -2 {
-			continue
-		}
-		out[l].Index = -1
-		for i, t := range lists[l] {
-			s := slots[keys[l][i]]
-			if i < len(lists[l])-1 && s.f != nil {
-				if p.passOver(ctx, t, s.f, &hintedUntil) {
-					// Its host was Unreachable lately and it did not answer within the
-					// hinted wait: the next candidate in order. Its probe goes on and is
-					// cached.
-					continue
-				}
-			}
-			r, digest := wait(ctx, s.a, s.f)
-			if r == Skipped {
-				// Nobody knows whether this candidate is available: never route past it
-				// (a flood of other pods must not move this one off a healthy original).
-				break
-			}
-			if accept(l, i, r) {
-				out[l] = Choice{Index: i, Digest: digest}
-				break
-			}
+		if out[l].Index == -2 {
+			out[l] = p.choose(ctx, l, lists[l], keys[l], slots, accept, &hintedUntil)
 		}
 	}
 	return out
+}
+
+// choose waits for list l's candidates in order and returns the first accepted. A candidate
+// passed over at the hinted wait (passOver) is left for now; if a Skipped candidate comes
+// after it, the list goes back to the first passed over and waits for each in order, passing
+// over none: a hint may cost the hinted wait, never the choice waiting would give. A Skipped
+// candidate ends the list: nobody knows whether it is available, so nothing after it is
+// chosen (a flood of other pods must not move this one off a healthy original).
+func (p *Prober) choose(ctx context.Context, l int, targets []Target, keys []string, slots map[string]slot, accept Accept, hintedUntil *time.Time) Choice {
+	first, back := -1, false // the first candidate passed over; whether the list went back to it
+	for i := 0; i < len(targets); i++ {
+		s := slots[keys[i]]
+		if !back && i < len(targets)-1 && s.f != nil && p.passOver(ctx, targets[i], s.f, hintedUntil) {
+			// Its host was Unreachable lately and it did not answer within the hinted wait:
+			// the next candidate in order. Its probe goes on and is cached.
+			if first < 0 {
+				first = i
+			}
+			continue
+		}
+		r, digest := wait(ctx, s.a, s.f)
+		if r == Skipped {
+			if first >= 0 && !back {
+				i, back = first-1, true // the loop's i++ makes it first
+				continue
+			}
+			return Choice{Index: -1}
+		}
+		if accept(l, i, r) {
+			return Choice{Index: i, Digest: digest}
+		}
+	}
+	return Choice{Index: -1}
+}
+
+// slot is what ResolveChoices started for one target: its answer, or the flight that will
+// give it.
+type slot struct {
+	a answer
+	f *flight
 }
 
 // First probes every target concurrently and returns the index of the first available one in
