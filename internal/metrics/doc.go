@@ -78,6 +78,10 @@
 //   - kuik_secret_syncer_match_conditions_applies_total{result}: their server-side applies.
 //   - kuik_secret_syncer_pods_sent_writes_total{result}: writes of the resources' PodsSent
 //     condition.
+//   - kuik_secret_syncer_availability_checks_total{result}: background HEADs of the
+//     repositories ahead of live fallbacks (answered, timeout, unreachable, paused).
+//   - kuik_secret_syncer_unavailable_repositories: those the last checks found giving no
+//     answer (status.unavailable).
 //
 // # keeper (keeper.go)
 //

@@ -49,6 +49,7 @@ func TestFlagDefaults(t *testing.T) {
 			Debounce:                 200 * time.Millisecond,
 			Workers:                  16,
 			FallbackDelay:            10 * time.Second,
+			Availability:             syncer.AvailabilityOptions{Interval: 30 * time.Second, PerSecond: 5, Timeout: probe.DefaultTimeout},
 			ProviderRenewFloor:       time.Minute,
 			ProviderRetry:            30 * time.Second,
 		},
@@ -80,7 +81,8 @@ func TestClusterResourceNamespaceDefaultsToPodNamespace(t *testing.T) {
 func TestFlags(t *testing.T) {
 	got, _, err := execute(t,
 		"--cluster-resource-namespace=ops", "--kubeconfig=/tmp/kc", "--retention=1h", "--resync-period=30s",
-		"--debounce=1s", "--workers=4", "--fallback-delay=3s", "--leader-elect", "--cluster-id=eu-1", "--match-conditions-settle=5s")
+		"--debounce=1s", "--workers=4", "--fallback-delay=3s", "--leader-elect", "--cluster-id=eu-1", "--match-conditions-settle=5s",
+		"--availability-check-interval=0", "--availability-checks-per-second=2.5", "--availability-check-timeout=3s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +95,7 @@ func TestFlags(t *testing.T) {
 			Debounce:                 time.Second,
 			Workers:                  4,
 			FallbackDelay:            3 * time.Second,
+			Availability:             syncer.AvailabilityOptions{PerSecond: 2.5, Timeout: 3 * time.Second},
 			ProviderRenewFloor:       time.Minute,
 			ProviderRetry:            30 * time.Second,
 		},
