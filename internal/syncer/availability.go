@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -45,8 +47,8 @@ const (
 	DefaultAvailabilityInterval = 30 * time.Second
 	// DefaultAvailabilityPerSecond is AvailabilityOptions.PerSecond's default.
 	DefaultAvailabilityPerSecond = 5
-	// availabilityWorkers is the number of hosts checked at once.
-	availabilityWorkers = 4
+	// writeEvery is how often what a pass found so far is written while it runs.
+	writeEvery = 2 * time.Second
 	// rewriteCheckedAfter: while a repository stays unavailable, its checkedAt is rewritten
 	// at least this often (a webhook ignores a hint older than its --hint-max-age, 5 min by
 	// default), and no more often.
@@ -99,6 +101,8 @@ type availability struct {
 	last map[string]time.Time
 	// paused holds the hosts not checked until the time given.
 	paused map[string]time.Time
+	// dirty: found changed since the last write.
+	dirty atomic.Bool
 }
 
 func newAvailability(opts AvailabilityOptions, now func() time.Time) *availability {
@@ -148,8 +152,9 @@ func (a *availability) forget(rk ResourceKey) {
 	delete(a.targets, rk)
 }
 
-// run checks what is due every Interval, and at once when a new repository is targeted,
-// then writes the statuses that changed.
+// runAvailability checks what is due every Interval, and at once when a new repository is
+// targeted; what the checks find is written every writeEvery while a pass runs, and at its
+// end: a long pass (many hosts that hang) never holds back the entries found early.
 func (c *Controller) runAvailability(ctx context.Context) {
 	a := c.availability
 	defer metrics.UnavailableRepositories.Set(0)
@@ -162,10 +167,28 @@ func (c *Controller) runAvailability(ctx context.Context) {
 		case <-timer.C:
 		case <-a.wake:
 		}
-		a.pass(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			a.pass(ctx)
+		}()
+		tick := time.NewTicker(writeEvery)
+	passing:
+		for {
+			select {
+			case <-done:
+				break passing
+			case <-tick.C:
+				if a.dirty.Swap(false) {
+					c.writeUnavailable(ctx)
+				}
+			}
+		}
+		tick.Stop()
 		if ctx.Err() != nil {
 			return
 		}
+		a.dirty.Store(false)
 		c.writeUnavailable(ctx)
 		timer.Reset(a.opts.Interval)
 	}
@@ -178,8 +201,13 @@ func (a *availability) pass(ctx context.Context) {
 	byHost := map[string][]CheckTarget{}
 	a.mu.Lock()
 	want := map[string]struct{}{}
-	for _, list := range a.targets {
-		for _, t := range list {
+	keys := make([]ResourceKey, 0, len(a.targets))
+	for rk := range a.targets {
+		keys = append(keys, rk)
+	}
+	slices.SortFunc(keys, func(x, y ResourceKey) int { return cmp.Or(cmp.Compare(x.Kind, y.Kind), cmp.Compare(x.Name, y.Name)) })
+	for _, rk := range keys {
+		for _, t := range a.targets[rk] {
 			if _, dup := want[t.Repository]; dup {
 				continue
 			}
@@ -196,6 +224,11 @@ func (a *availability) pass(ctx context.Context) {
 			delete(a.found, repo)
 		}
 	}
+	for host, until := range a.paused {
+		if !now.Before(until) {
+			delete(a.paused, host)
+		}
+	}
 	a.mu.Unlock()
 
 	hosts := make([]string, 0, len(byHost))
@@ -205,7 +238,7 @@ func (a *availability) pass(ctx context.Context) {
 	slices.Sort(hosts)
 	work := make(chan string)
 	var wg sync.WaitGroup
-	for range min(availabilityWorkers, len(hosts)) {
+	for range min(a.workers(), len(hosts)) {
 		wg.Go(func() {
 			for h := range work {
 				a.checkHost(ctx, h, byHost[h])
@@ -224,45 +257,81 @@ feed:
 	wg.Wait()
 }
 
+// workers is the number of hosts checked at once: enough for PerSecond checks that each
+// take the whole timeout, 4 to 32.
+func (a *availability) workers() int {
+	return min(max(int(math.Ceil(a.opts.PerSecond*a.opts.Timeout.Seconds())), 4), 32)
+}
+
+// checkHost checks one host's repositories in turn. Once the host gave no answer in this
+// pass, its other repositories are given the same result without a request: a host that
+// hangs costs a pass one timeout, not one per repository.
 func (a *availability) checkHost(ctx context.Context, host string, targets []CheckTarget) {
+	ctx = context.WithValue(ctx, checkedHost{}, host)
+	silent := ""
 	for _, t := range targets {
 		if a.isPaused(host) {
 			metrics.AvailabilityChecks.WithLabelValues("paused").Inc()
 			continue
 		}
-		if err := a.limiter.Wait(ctx); err != nil {
-			return
-		}
-		r, answered, timedOut := a.prober.Check(ctx, probe.Target{Reference: t.Reference, Insecure: t.Insecure})
-		if ctx.Err() != nil {
-			return // a stop is not an outage
-		}
-		now := a.now()
-		a.mu.Lock()
-		a.last[t.Repository] = now
-		switch {
-		case answered || r == probe.Invalid:
-			delete(a.found, t.Repository)
-			if r == probe.QuotaExceeded {
-				a.paused[host] = now.Add(rateLimitPause)
+		answered, reason := false, silent
+		if silent == "" {
+			if err := a.limiter.Wait(ctx); err != nil {
+				return
 			}
-			metrics.AvailabilityChecks.WithLabelValues("answered").Inc()
-		default:
-			reason := v1alpha1.UnavailableUnreachable
+			r, ok, timedOut := a.prober.Check(ctx, probe.Target{Reference: t.Reference, Insecure: t.Insecure})
+			if ctx.Err() != nil {
+				return // a stop is not an outage
+			}
+			answered = ok || r == probe.Invalid
+			if r == probe.QuotaExceeded {
+				a.pause(host)
+			}
+			reason = v1alpha1.UnavailableUnreachable
 			if timedOut {
 				reason = v1alpha1.UnavailableTimeout
 			}
-			u, ok := a.found[t.Repository]
-			if !ok {
-				u = v1alpha1.UnavailableRepository{Repository: t.Repository, Since: metav1.NewTime(now).Rfc3339Copy()}
+			if !answered {
+				silent = reason
 			}
-			u.Reason, u.CheckedAt = reason, metav1.NewTime(now).Rfc3339Copy()
-			a.found[t.Repository] = u
-			metrics.AvailabilityChecks.WithLabelValues(strings.ToLower(reason)).Inc()
 		}
-		metrics.UnavailableRepositories.Set(float64(len(a.found)))
-		a.mu.Unlock()
+		a.record(t.Repository, answered, reason)
 	}
+}
+
+// record notes what a check of repo found.
+func (a *availability) record(repo string, answered bool, reason string) {
+	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.last[repo] = now
+	if answered {
+		if _, ok := a.found[repo]; ok {
+			delete(a.found, repo)
+			a.dirty.Store(true)
+		}
+		metrics.AvailabilityChecks.WithLabelValues("answered").Inc()
+	} else {
+		u, ok := a.found[repo]
+		if !ok {
+			u = v1alpha1.UnavailableRepository{Repository: repo, Since: metav1.NewTime(now).Rfc3339Copy()}
+		}
+		u.Reason, u.CheckedAt = reason, metav1.NewTime(now).Rfc3339Copy()
+		a.found[repo] = u
+		a.dirty.Store(true)
+		metrics.AvailabilityChecks.WithLabelValues(strings.ToLower(reason)).Inc()
+	}
+	metrics.UnavailableRepositories.Set(float64(len(a.found)))
+}
+
+// checkedHost keys the target host a check's requests are for, in their context: a pause
+// is the target host's, whatever host a token realm or a redirect sends a request to.
+type checkedHost struct{}
+
+func (a *availability) pause(host string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.paused[host] = a.now().Add(rateLimitPause)
 }
 
 func (a *availability) isPaused(host string) bool {
@@ -394,10 +463,9 @@ func (w rateLimitWatch) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return resp, err
 	}
-	if resp.StatusCode == http.StatusTooManyRequests || nearLimit(resp.Header.Get("RateLimit-Remaining")) {
-		w.a.mu.Lock()
-		w.a.paused[req.URL.Host] = w.a.now().Add(rateLimitPause)
-		w.a.mu.Unlock()
+	host, _ := req.Context().Value(checkedHost{}).(string)
+	if host != "" && (resp.StatusCode == http.StatusTooManyRequests || nearLimit(resp.Header.Get("RateLimit-Remaining"))) {
+		w.a.pause(host)
 	}
 	return resp, nil
 }

@@ -38,16 +38,22 @@ func TestAvailabilityPassFindsWhatGivesNoAnswer(t *testing.T) {
 	if _, known := a.desired(rk, current); known {
 		t.Fatal("a resource whose fallbacks this run has not computed is written")
 	}
-	a.set(rk, []CheckTarget{hang, ok, {Repository: carried.Repository, Reference: carried.Repository + ":v1", Host: "carried.example"}})
+	sibling := checkTarget(hanging.Host, "acme/other")
+	a.set(rk, []CheckTarget{hang, sibling, ok, {Repository: carried.Repository, Reference: carried.Repository + ":v1", Host: "carried.example"}})
 	a.paused["carried.example"] = now.Add(time.Hour) // never checked in this test
 	a.pass(t.Context())
 	got, _ := a.desired(rk, current)
 	want := []v1alpha1.UnavailableRepository{
 		{Repository: hang.Repository, Reason: v1alpha1.UnavailableTimeout, Since: metav1.NewTime(t0), CheckedAt: metav1.NewTime(t0)},
+		{Repository: sibling.Repository, Reason: v1alpha1.UnavailableTimeout, Since: metav1.NewTime(t0), CheckedAt: metav1.NewTime(t0)},
 		carried,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("first pass (-want +got):\n%s", diff)
+	}
+	// A host that gave no answer costs a pass one request, not one per repository.
+	if n := hanging.Hung(); n != 1 {
+		t.Errorf("%d requests to the hanging host in a pass, want 1", n)
 	}
 
 	// Not due: no check. Due: checked again, since kept.
@@ -63,7 +69,7 @@ func TestAvailabilityPassFindsWhatGivesNoAnswer(t *testing.T) {
 		t.Error("a repository due was not checked")
 	}
 	got, _ = a.desired(rk, nil)
-	if len(got) != 1 || !got[0].Since.Equal(&metav1.Time{Time: t0}) || !got[0].CheckedAt.Equal(&metav1.Time{Time: now}) {
+	if len(got) != 2 || !got[0].Since.Equal(&metav1.Time{Time: t0}) || !got[0].CheckedAt.Equal(&metav1.Time{Time: now}) {
 		t.Errorf("second pass: %+v, want since %s, checkedAt %s", got, t0, now)
 	}
 
@@ -138,4 +144,3 @@ func TestNearLimit(t *testing.T) {
 		}
 	}
 }
-

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,6 +71,8 @@ func DecideFallbacks(r *Resource, pods []FallbackPod, namespaceLabels func(names
 		since metav1.Time
 		last  int // the last pod counted, so that two containers of a pod count it once
 		ahead []CheckTarget
+		// namespaces are those of its pods: what ranks the pairs' ahead.
+		namespaces map[string]struct{}
 	}
 	tallies := map[pairKey]*tally{}
 	// repositories memoizes the parse of each distinct image of this computation.
@@ -113,7 +116,7 @@ func DecideFallbacks(r *Resource, pods []FallbackPod, namespaceLabels func(names
 			}
 			t := tallies[k]
 			if t == nil {
-				t = &tally{last: -1}
+				t = &tally{last: -1, namespaces: map[string]struct{}{}}
 				tallies[k] = t
 				t.ahead = ahead(r.index, original, current, p.Labels, nsLabels)
 			}
@@ -123,6 +126,7 @@ func DecideFallbacks(r *Resource, pods []FallbackPod, namespaceLabels func(names
 			}
 			t.last = i
 			t.pods++
+			t.namespaces[p.Namespace] = struct{}{}
 			if t.pods == 1 || p.Created.Before(&t.since) {
 				t.since = p.Created
 			}
@@ -141,11 +145,17 @@ func DecideFallbacks(r *Resource, pods []FallbackPod, namespaceLabels func(names
 	slices.SortFunc(all, func(a, b v1alpha1.ActiveFallback) int {
 		return cmp.Or(cmp.Compare(b.Pods, a.Pods), cmp.Compare(a.Original, b.Original), cmp.Compare(a.RoutedTo, b.RoutedTo))
 	})
-	// What is ahead, the pairs with the most pods first: forged records of a few pods cannot
-	// crowd out the repositories most pods wait on.
+	// What is ahead, the pairs of the most namespaces first, then of the most pods: the
+	// records one namespace forges cannot crowd out what the pods of several wait on.
+	ranked := slices.Collect(maps.Keys(tallies))
+	slices.SortFunc(ranked, func(a, b pairKey) int {
+		ta, tb := tallies[a], tallies[b]
+		return cmp.Or(cmp.Compare(len(tb.namespaces), len(ta.namespaces)), cmp.Compare(tb.pods, ta.pods),
+			cmp.Compare(a.original, b.original), cmp.Compare(a.routedTo, b.routedTo))
+	})
 	seen := map[string]struct{}{}
-	for i := 0; i < len(all) && len(total.Ahead) < MaxUnavailable; i++ {
-		for _, c := range tallies[pairKey{original: all[i].Original, routedTo: all[i].RoutedTo}].ahead {
+	for i := 0; i < len(ranked) && len(total.Ahead) < MaxUnavailable; i++ {
+		for _, c := range tallies[ranked[i]].ahead {
 			if _, dup := seen[c.Repository]; dup || len(total.Ahead) >= MaxUnavailable {
 				continue
 			}

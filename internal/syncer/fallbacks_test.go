@@ -309,24 +309,38 @@ func TestDecideFallbacksAhead(t *testing.T) {
 	}
 }
 
-// Past MaxUnavailable repositories, the pairs with the most pods keep theirs: a flood of
-// one-pod pairs (records a pod author forged) does not crowd out what most pods wait on.
-func TestDecideFallbacksAheadKeepsThePairsWithTheMostPods(t *testing.T) {
+// Past MaxUnavailable repositories, the pairs of the most namespaces keep theirs, then those
+// of the most pods: a flood of pairs one namespace forges (many pods, many containers each)
+// does not crowd out what the pods of several namespaces wait on.
+func TestDecideFallbacksAheadKeepsThePairsOfTheMostNamespaces(t *testing.T) {
 	group := mustAlternative(t, testutil.NewImageAlternative("grp").Group("quay.io/acme/").Group("registry.local/acme/"))
 	const by = "ImageAlternative/grp"
 	var pods []FallbackPod
-	for i := range MaxUnavailable + 44 {
-		img := fmt.Sprintf("acme/a%03d:v1", i)
-		pods = append(pods, fbPod(fmt.Sprintf("p%d", i), 0, by, map[string][2]string{"c": {"quay.io/" + img, "registry.local/" + img}}))
+	// One namespace: 3 pods, each with 1,000 containers of forged pairs.
+	for p := range 3 {
+		containers := map[string][2]string{}
+		for i := range 1000 {
+			img := fmt.Sprintf("acme/a%03d:v1", i)
+			containers[fmt.Sprintf("c%d", i)] = [2]string{"quay.io/" + img, "registry.local/" + img}
+		}
+		pods = append(pods, fbPod(fmt.Sprintf("forged%d", p), 0, by, containers))
 	}
-	for i := range 2 {
-		pods = append(pods, fbPod(fmt.Sprintf("z%d", i), 0, by, map[string][2]string{"c": {"quay.io/acme/zzz:v1", "registry.local/acme/zzz:v1"}}))
+	// Two namespaces, one pod each, on zzz; one pod on yyy in a third namespace.
+	for i, ns := range []string{"a", "b"} {
+		p := fbPod(fmt.Sprintf("z%d", i), 0, by, map[string][2]string{"c": {"quay.io/acme/zzz:v1", "registry.local/acme/zzz:v1"}})
+		p.Namespace = ns
+		pods = append(pods, p)
 	}
 	got := DecideFallbacks(group, pods, anyNamespace).Ahead
 	if len(got) != MaxUnavailable {
 		t.Fatalf("%d repositories ahead, want the bound %d", len(got), MaxUnavailable)
 	}
 	if !slices.ContainsFunc(got, func(c CheckTarget) bool { return c.Repository == "quay.io/acme/zzz" }) {
-		t.Error("the pair with the most pods lost its repository to one-pod pairs")
+		t.Error("the pair of two namespaces lost its repository to one namespace's forged pairs")
+	}
+	// Among the forged pairs (one namespace, 3 pods each), the order is by name: a000 to a254.
+	if !slices.ContainsFunc(got, func(c CheckTarget) bool { return c.Repository == "quay.io/acme/a254" }) ||
+		slices.ContainsFunc(got, func(c CheckTarget) bool { return c.Repository == "quay.io/acme/a255" }) {
+		t.Error("the cut among equal pairs is not by name")
 	}
 }
