@@ -100,20 +100,7 @@ func printList(w io.Writer, cands []routing.Candidate) error {
 // printHints writes a comment line for each candidate, but the last (never passed over), whose
 // repository a resource's status.unavailable names.
 func printHints(w io.Writer, cands []routing.Candidate, ias []v1alpha1.ImageAlternative, ims []v1alpha1.ImageMirror) error {
-	hints := map[string]v1alpha1.UnavailableRepository{}
-	add := func(list []v1alpha1.UnavailableRepository) {
-		for _, u := range list {
-			if cur, ok := hints[u.Repository]; !ok || u.CheckedAt.After(cur.CheckedAt.Time) {
-				hints[u.Repository] = u
-			}
-		}
-	}
-	for i := range ias {
-		add(ias[i].Status.Unavailable)
-	}
-	for i := range ims {
-		add(ims[i].Status.Unavailable)
-	}
+	hints := Hints(ias, ims)
 	for i := 0; i < len(cands)-1 && len(hints) > 0; i++ {
 		u, ok := hints[probe.RepositoryOf(cands[i].Reference)]
 		if !ok {
@@ -125,4 +112,27 @@ func printHints(w io.Writer, cands []routing.Candidate, ias []v1alpha1.ImageAlte
 		}
 	}
 	return nil
+}
+
+// Hints gathers the routing resources' status.unavailable by repository, each the entry
+// with the latest checkedAt; nil when none has any.
+func Hints(alts []v1alpha1.ImageAlternative, mirrors []v1alpha1.ImageMirror) map[string]v1alpha1.UnavailableRepository {
+	var out map[string]v1alpha1.UnavailableRepository
+	add := func(list []v1alpha1.UnavailableRepository) {
+		for _, u := range list {
+			if out == nil {
+				out = map[string]v1alpha1.UnavailableRepository{}
+			}
+			if cur, ok := out[u.Repository]; !ok || u.CheckedAt.After(cur.CheckedAt.Time) {
+				out[u.Repository] = u
+			}
+		}
+	}
+	for i := range alts {
+		add(alts[i].Status.Unavailable)
+	}
+	for i := range mirrors {
+		add(mirrors[i].Status.Unavailable)
+	}
+	return out
 }

@@ -328,26 +328,16 @@ type runnable func(context.Context) error
 
 func (r runnable) Start(ctx context.Context) error { return r(ctx) }
 
-// SharedHints gathers the routing resources' status.unavailable: for each repository, the
-// latest checkedAt any of them gives.
+// SharedHints are the routing resources' status.unavailable as the prober takes them: for
+// each repository, the latest checkedAt any of them gives.
 func SharedHints(alts []v1alpha1.ImageAlternative, mirrors []v1alpha1.ImageMirror) map[string]time.Time {
-	var out map[string]time.Time
-	add := func(list []v1alpha1.UnavailableRepository) {
-		for i := range list {
-			u := &list[i]
-			if out == nil {
-				out = map[string]time.Time{}
-			}
-			if at, ok := out[u.Repository]; !ok || u.CheckedAt.After(at) {
-				out[u.Repository] = u.CheckedAt.Time
-			}
-		}
+	hints := route.Hints(alts, mirrors)
+	if len(hints) == 0 {
+		return nil
 	}
-	for i := range alts {
-		add(alts[i].Status.Unavailable)
-	}
-	for i := range mirrors {
-		add(mirrors[i].Status.Unavailable)
+	out := make(map[string]time.Time, len(hints))
+	for repo, u := range hints {
+		out[repo] = u.CheckedAt.Time
 	}
 	return out
 }
