@@ -29,10 +29,34 @@ type scenario struct {
 	tag              string
 }
 
-// setup creates the namespace, the ImageAlternative selecting it, and waits until the webhook
+// setup creates the scenario's namespace and ImageAlternative, and waits until the webhook
 // routes a dry-run pod of the upstream image to want ("" for any routing, the mirror image for
 // a down upstream).
 func (e *env) setup(ctx context.Context, s *scenario, want string) error {
+	if err := e.create(ctx, s); err != nil {
+		return err
+	}
+	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: podSpec(s.upstream+":"+s.tag, corev1.PullIfNotPresent)}
+	// Each replica learns of the resource from its informer: a dry run goes to either, so a
+	// few in a row must route.
+	inARow := 0
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := e.cs.CoreV1().Pods(s.ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil && routed(got) && (want == "" || got.Spec.Containers[0].Image == want) {
+			inARow++
+		} else {
+			inARow = 0
+		}
+		return inARow >= 6, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the webhook never routed a pod of %s: %w", s.ns, err)
+	}
+	return nil
+}
+
+// create creates the namespace and the ImageAlternative selecting it.
+func (e *env) create(ctx context.Context, s *scenario) error {
 	labels := map[string]string{"nodefaults": s.name}
 	ns, err := e.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.name, Labels: labels}}, metav1.CreateOptions{})
 	if err != nil {
@@ -55,22 +79,6 @@ func (e *env) setup(ctx context.Context, s *scenario, want string) error {
 	}
 	if err := e.c.Create(ctx, ia); err != nil {
 		return fmt.Errorf("creating ImageAlternative %s: %w", s.name, err)
-	}
-	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: podSpec(s.upstream+":"+s.tag, corev1.PullIfNotPresent)}
-	// Each replica learns of the resource from its informer: a dry run goes to either, so a
-	// few in a row must route.
-	inARow := 0
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		got, err := e.cs.CoreV1().Pods(s.ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err == nil && routed(got) && (want == "" || got.Spec.Containers[0].Image == want) {
-			inARow++
-		} else {
-			inARow = 0
-		}
-		return inARow >= 6, nil
-	})
-	if err != nil {
-		return fmt.Errorf("the webhook never routed a pod of %s: %w", s.ns, err)
 	}
 	return nil
 }

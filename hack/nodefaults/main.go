@@ -1,4 +1,4 @@
-// Command nodefaults runs two fault rows of the campaign (issue 11) on a real node
+// Command nodefaults runs three fault rows of the campaign (issues 11 and 19) on a real node
 // (internal/testnode: kubelet, containerd, kube-proxy, the whole control plane), with kuik
 // installed by its chart with its defaults (internal/kuiknode: 2 webhook replicas behind their
 // Service, failurePolicy Ignore, probe timeout 2s, cache TTL 10s):
@@ -16,11 +16,19 @@
 //     scraped from both replicas) must stay within what the probe cache and the collapsing of
 //     identical concurrent probes allow: per replica and candidate, one probe per TTL window of
 //     the rollout, whatever the number of admissions.
+//   - row 6: the upstream hangs (accepts connections, never answers) while a Deployment of
+//     -replicas pods rolls out on cold webhooks: every pod must end Running on the mirror, none
+//     admitted unrouted, and no more admissions over 1 s than webhook replicas (each may wait
+//     for the probe timeout once, before its own hint or the secret-syncer leader's shared hint
+//     exists; kuik_webhook_admission_duration_seconds scraped from both replicas). Once the
+//     leader has written the upstream to the ImageAlternative's status.unavailable, the webhook
+//     Deployment is restarted (-restart-webhooks: its new replicas hold only the shared hint)
+//     and the Deployment's rolling update must have no admission over 1 s.
 //
 // It needs root (it starts its own node in namespaces of its own and removes it at the end),
 // the binaries of hack/controlplane.sh and hack/node.sh. It prints figures; it exits 1 when an
-// outcome is wrong (a pod not running where it should, probes beyond the bound, a webhook
-// replica that did not come back).
+// outcome is wrong (a pod not running where it should, probes or slow admissions beyond the
+// bound, a webhook replica that did not come back).
 //
 //	go run ./hack/nodefaults                 # the campaign: 50 replicas
 //	go run ./hack/nodefaults -replicas 5     # smoke
@@ -50,13 +58,14 @@ import (
 
 var (
 	flagReplicas   = flag.Int("replicas", 50, "pods of each rollout")
-	flagRows       = flag.String("rows", "4,5", "rows to run (comma-separated: 4, 5)")
+	flagRows       = flag.String("rows", "4,5,6", "rows to run (comma-separated: 4, 5, 6)")
 	flagKill       = flag.String("kill", "sigkill", "how row 4 kills a webhook replica: sigkill (its container's process, through containerd) or delete (the pod, grace period 0)")
 	flagKillAfter  = flag.Int("kill-after", 0, "row 4 kills the replica once this many pods are admitted (0: replicas/5, at least 1)")
 	flagObserve    = flag.Duration("observe", 30*time.Second, "row 4: how long the stuck pods are watched for a recovery of their own")
 	flagFlap       = flag.Duration("flap", time.Second, "row 5: the upstream is up for this long, then down for this long, and so on")
 	flagVictim     = flag.String("victim", "busy", "row 4: which webhook replica is killed: busy (the one the API server's connection goes to, found by dry runs) or idle (the other)")
 	flagPullPolicy = flag.String("pull-policy", string(corev1.PullIfNotPresent), "row 5: imagePullPolicy of the pods (Always: every pod's pull meets the flapping registry, and the kubelet's back-off makes the tail minutes long)")
+	flagRestart    = flag.Bool("restart-webhooks", true, "row 6: restart the webhook Deployment before the rolling update, so that its replicas hold no hint of their own and only the leader's shared hint covers them (false: the same replicas, with their own hints)")
 	flagPolicy     = flag.String("failure-policy", "", "the pod webhook's failurePolicy (chart value webhook.mutating.failurePolicy; empty: the chart's default, Ignore)")
 	flagTimeout    = flag.Duration("timeout", 6*time.Minute, "bound of each wait for the kubelet")
 )
@@ -68,7 +77,7 @@ const (
 	mirrorSecret   = "mirror"
 )
 
-// env is what both rows share: the node, kuik on it, the mirror.
+// env is what the rows share: the node, kuik on it, the mirror.
 type env struct {
 	n      *testnode.Node
 	cs     kubernetes.Interface
@@ -131,7 +140,7 @@ func run(ctx context.Context, n *testnode.Node) error {
 	if *flagPolicy != "" {
 		policy = *flagPolicy + " (-failure-policy)"
 	}
-	fmt.Printf("node and kuik ready in %s (chart defaults: webhook.replicaCount 2, probe timeout 2s, cacheTTL 10s; mutating failurePolicy %s)\n", time.Since(t0).Round(time.Millisecond), policy)
+	fmt.Printf("node and kuik ready in %s (chart defaults: webhook.replicaCount 2, probe timeout 2s, cacheTTL 10s, hinted wait 200ms, availability checks every 30s; mutating failurePolicy %s)\n", time.Since(t0).Round(time.Millisecond), policy)
 
 	var failures []string
 	for _, row := range strings.Split(*flagRows, ",") {
@@ -141,6 +150,8 @@ func run(ctx context.Context, n *testnode.Node) error {
 			err = e.row4(ctx)
 		case "5":
 			err = e.row5(ctx)
+		case "6":
+			err = e.row6(ctx)
 		default:
 			err = fmt.Errorf("unknown row %q", row)
 		}

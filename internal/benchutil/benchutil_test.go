@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -50,6 +51,55 @@ func TestSumAddsTheSeriesOfAPrefixHoldingEverySubstring(t *testing.T) {
 		if got := m.Sum(c.prefix, c.subs...); got != c.want {
 			t.Errorf("%s: Sum = %v, want %v", name, got, c.want)
 		}
+	}
+}
+
+func TestHistogramAddsTheSeriesOfEveryReplicaAndReadsTheirGrowth(t *testing.T) {
+	scrape := func(at1, at25, inf float64) Metrics {
+		return Metrics{
+			`kuik_d_seconds_bucket{webhook="pods",le="0.5"}`:  at1,
+			`kuik_d_seconds_bucket{webhook="pods",le="1"}`:    at1,
+			`kuik_d_seconds_bucket{webhook="pods",le="2.5"}`:  at25,
+			`kuik_d_seconds_bucket{webhook="pods",le="+Inf"}`: inf,
+			`kuik_d_seconds_bucket{webhook="other",le="1"}`:   100,
+			`kuik_d_seconds_count{webhook="pods"}`:            inf,
+		}
+	}
+	before := scrape(10, 10, 10)
+	after := scrape(58, 59, 60)
+	got := after.Histogram("kuik_d_seconds", `webhook="pods"`).Since(before.Histogram("kuik_d_seconds", `webhook="pods"`))
+	want := Histogram{LE: []float64{0.5, 1, 2.5, math.Inf(1)}, N: []float64{48, 48, 49, 50}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("Histogram (-want +got):\n%s", diff)
+	}
+	if got.Count() != 50 || got.Over(1) != 2 || got.Over(2.5) != 1 {
+		t.Errorf("Count %v, Over(1) %v, Over(2.5) %v; want 50, 2, 1", got.Count(), got.Over(1), got.Over(2.5))
+	}
+	// Rank 49.5 of 50: 49 are ≤ 2.5 s, so it lies in the +Inf bucket.
+	if q := got.Quantile(0.99); q != 2.5 {
+		t.Errorf("Quantile(0.99) = %v, want 2.5 (the highest finite bound)", q)
+	}
+	// Rank 24 of 50 lies in the first bucket, (0, 0.5]: 24/48 of the way.
+	if q := got.Quantile(0.48); q != 0.25 {
+		t.Errorf("Quantile(0.48) = %v, want 0.25", q)
+	}
+	if lo, hi := got.Slowest(); lo != 2.5 || !math.IsInf(hi, 1) {
+		t.Errorf("Slowest = (%v, %v], want (2.5, +Inf]", lo, hi)
+	}
+	var none Histogram
+	if none.Count() != 0 || none.Over(1) != 0 || none.Quantile(0.99) != 0 {
+		t.Errorf("an empty histogram: Count %v, Over %v, Quantile %v; want 0", none.Count(), none.Over(1), none.Quantile(0.99))
+	}
+}
+
+func TestHistogramQuantileInterpolatesWithinItsBucket(t *testing.T) {
+	h := Histogram{LE: []float64{0.1, 1, 2.5, math.Inf(1)}, N: []float64{40, 49, 50, 50}}
+	// Rank 49.5 lies halfway between the 49 at 1 s and the 50 at 2.5 s.
+	if q := h.Quantile(0.99); q != 1.75 {
+		t.Errorf("Quantile(0.99) = %v, want 1.75", q)
+	}
+	if lo, hi := h.Slowest(); lo != 1 || hi != 2.5 {
+		t.Errorf("Slowest = (%v, %v], want (1, 2.5]", lo, hi)
 	}
 }
 

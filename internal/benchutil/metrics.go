@@ -5,7 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -81,6 +84,109 @@ func (m Metrics) Sum(prefix string, subs ...string) float64 {
 		}
 	}
 	return total
+}
+
+// Histogram is a Prometheus histogram read from a scrape: the cumulative count at each upper
+// bound, sorted, +Inf last.
+type Histogram struct {
+	LE, N []float64
+}
+
+// Histogram adds the buckets of the histogram name whose series hold every one of subs.
+func (m Metrics) Histogram(name string, subs ...string) Histogram {
+	byLE := map[float64]float64{}
+	for k, v := range m {
+		if !strings.HasPrefix(k, name+"_bucket{") || !containsAll(k, subs) {
+			continue
+		}
+		_, rest, ok := strings.Cut(k, `le="`)
+		if !ok {
+			continue
+		}
+		le, err := strconv.ParseFloat(rest[:max(strings.IndexByte(rest, '"'), 0)], 64)
+		if err != nil {
+			continue
+		}
+		byLE[le] += v
+	}
+	var h Histogram
+	for _, le := range slices.Sorted(maps.Keys(byLE)) {
+		h.LE, h.N = append(h.LE, le), append(h.N, byLE[le])
+	}
+	return h
+}
+
+// Since is what h observed after before, a scrape of the same histogram (a series before
+// lacks counts from zero).
+func (h Histogram) Since(before Histogram) Histogram {
+	out := Histogram{LE: slices.Clone(h.LE), N: slices.Clone(h.N)}
+	for i, le := range out.LE {
+		if j := slices.Index(before.LE, le); j >= 0 {
+			out.N[i] -= before.N[j]
+		}
+	}
+	return out
+}
+
+// Count is the number of observations.
+func (h Histogram) Count() float64 {
+	if len(h.N) == 0 {
+		return 0
+	}
+	return h.N[len(h.N)-1]
+}
+
+// Over is the number of observations above bound, which must be one of the bucket bounds
+// (otherwise every observation counts).
+func (h Histogram) Over(bound float64) float64 {
+	if i := slices.Index(h.LE, bound); i >= 0 {
+		return h.Count() - h.N[i]
+	}
+	return h.Count()
+}
+
+// Quantile estimates the q-quantile as PromQL's histogram_quantile does: linearly within its
+// bucket, the first bucket starting at 0; in the +Inf bucket, the highest finite bound. 0
+// without observations.
+func (h Histogram) Quantile(q float64) float64 {
+	rank := q * h.Count()
+	for i, n := range h.N {
+		if n < rank || n == 0 {
+			continue
+		}
+		if math.IsInf(h.LE[i], 1) {
+			return h.LE[max(i-1, 0)]
+		}
+		lo, below := 0.0, 0.0
+		if i > 0 {
+			lo, below = h.LE[i-1], h.N[i-1]
+		}
+		return lo + (h.LE[i]-lo)*(rank-below)/(n-below)
+	}
+	return 0
+}
+
+// Slowest is the bucket holding the largest observation, as (lo, hi]; 0, 0 without
+// observations.
+func (h Histogram) Slowest() (lo, hi float64) {
+	for i, n := range h.N {
+		if n > 0 && n == h.Count() {
+			if i > 0 {
+				lo = h.LE[i-1]
+			}
+			return lo, h.LE[i]
+		}
+	}
+	return 0, 0
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
 }
 
 // Counter is the value of an in-process Prometheus counter.

@@ -11,17 +11,23 @@ import (
 // upstream whose load balancer is up and whose backends are gone. It counts the connections
 // open at once.
 type SilentRegistry struct {
-	// Host is its 127.0.0.1:port.
+	// Host is its host:port.
 	Host string
 
 	open, max atomic.Int64
 	accepted  atomic.Int64
 }
 
-// NewSilentRegistry starts a SilentRegistry, closed with the test.
+// NewSilentRegistry starts a SilentRegistry on 127.0.0.1, closed with the test.
 func NewSilentRegistry(t testing.TB) *SilentRegistry {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	return NewSilentRegistryAt(t, "127.0.0.1:0")
+}
+
+// NewSilentRegistryAt is NewSilentRegistry listening on addr (a node's address, for instance).
+func NewSilentRegistryAt(t testing.TB, addr string) *SilentRegistry {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
