@@ -195,7 +195,7 @@ func (c *Controller) runAvailability(ctx context.Context) {
 }
 
 // pass checks every targeted repository not checked within Interval, hosts in parallel
-// (availabilityWorkers), each host's one at a time.
+// (workers), each host's one at a time.
 func (a *availability) pass(ctx context.Context) {
 	now := a.now()
 	byHost := map[string][]CheckTarget{}
