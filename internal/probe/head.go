@@ -16,16 +16,19 @@ import (
 // client library chokes on; an original's registry is the pod author's to choose) counts as
 // Unreachable instead of ending the process, and the flight still lands. answered reports
 // whether the registry sent an HTTP answer (any status): hints come only from probes it did
-// not answer.
-func (p *Prober) safeHead(ctx context.Context, t Target) (r Result, digest string, answered bool) {
+// not answer; timedOut, that none came within the timeout.
+func (p *Prober) safeHead(ctx context.Context, t Target) (r Result, digest string, answered, timedOut bool) {
 	defer func() {
 		if recover() != nil {
-			r, digest, answered = Unreachable, "", false
+			r, digest, answered, timedOut = Unreachable, "", false, false
 		}
 	}()
 	r, digest, err := p.head(ctx, t)
 	var terr *transport.Error
-	return r, digest, err == nil || errors.As(err, &terr)
+	if err == nil || errors.As(err, &terr) {
+		return r, digest, true, false
+	}
+	return r, digest, false, errors.Is(err, context.DeadlineExceeded) || isTimeout(err)
 }
 
 // Check sends one manifest HEAD for t, outside the cache, the flights and MaxInFlight, and
@@ -33,17 +36,8 @@ func (p *Prober) safeHead(ctx context.Context, t Target) (r Result, digest strin
 // status), timedOut when none came within the timeout. It is the background check of the
 // secret-syncer's leader (status.unavailable), which paces its own calls.
 func (p *Prober) Check(ctx context.Context, t Target) (r Result, answered, timedOut bool) {
-	defer func() {
-		if recover() != nil {
-			r, answered, timedOut = Unreachable, false, false
-		}
-	}()
-	r, _, err := p.head(ctx, t)
-	var terr *transport.Error
-	if err == nil || errors.As(err, &terr) {
-		return r, true, false
-	}
-	return r, false, errors.Is(err, context.DeadlineExceeded) || isTimeout(err)
+	r, _, answered, timedOut = p.safeHead(ctx, t)
+	return r, answered, timedOut
 }
 
 func isTimeout(err error) bool {

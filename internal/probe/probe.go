@@ -205,7 +205,7 @@ func (p *Prober) launchLocked(ctx context.Context, k string, t Target, f *flight
 	}
 	go func() {
 		begin := p.opts.Now()
-		r, digest, answered := p.safeHead(context.WithoutCancel(ctx), t)
+		r, digest, answered, _ := p.safeHead(context.WithoutCancel(ctx), t)
 		if p.opts.Observe != nil {
 			p.opts.Observe(t.Registry, r, p.opts.Now().Sub(begin))
 		}
