@@ -125,16 +125,7 @@ func installKeeperPolicies(ctx context.Context, cs kubernetes.Interface) error {
 				Verbs: []string{"get", "create", "update", "patch", "delete"}},
 		},
 	}
-	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: releaseNamespace, Name: keeperSA}},
-	}
-	_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})
-	return err
+	return grant(ctx, cs, role, serviceAccount(keeperSA))
 }
 
 func keeperDynamic(t *testing.T) dynamic.Interface {

@@ -112,15 +112,7 @@ func installPodDeletes(ctx context.Context, cs kubernetes.Interface) error {
 			{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
 		},
 	}
-	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: releaseNamespace, Name: syncerSA}},
-	}, metav1.CreateOptions{})
-	return err
+	return grant(ctx, cs, role, serviceAccount(syncerSA))
 }
 
 // podOwners creates, in a namespace, one controller of each kind a case names, and returns an

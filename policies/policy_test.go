@@ -109,23 +109,34 @@ func grantSecretWrites(t *testing.T, cs kubernetes.Interface) {
 			Verbs: []string{"get", "create", "update", "patch", "delete"},
 		}},
 	}
-	if _, err := cs.RbacV1().ClusterRoles().Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
+	if err := grant(t.Context(), cs, role,
+		serviceAccount(syncerSA),
+		serviceAccount("kuik-webhook"),
+		rbacv1.Subject{Kind: "ServiceAccount", Namespace: gcServiceAccountNS, Name: gcServiceAccount},
+		rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: "User", Name: kcmUser},
+		rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: "User", Name: "alice"},
+	); err != nil {
 		t.Fatal(err)
 	}
-	binding := &rbacv1.ClusterRoleBinding{
+}
+
+// grant creates role and binds it, cluster-wide, to subjects: rights beyond the chart's, so
+// that only the policies refuse.
+func grant(ctx context.Context, cs kubernetes.Interface, role *rbacv1.ClusterRole, subjects ...rbacv1.Subject) error {
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{
-			{Kind: "ServiceAccount", Namespace: releaseNamespace, Name: syncerSA},
-			{Kind: "ServiceAccount", Namespace: releaseNamespace, Name: "kuik-webhook"},
-			{Kind: "ServiceAccount", Namespace: gcServiceAccountNS, Name: gcServiceAccount},
-			{APIGroup: rbacv1.GroupName, Kind: "User", Name: kcmUser},
-			{APIGroup: rbacv1.GroupName, Kind: "User", Name: "alice"},
-		},
-	}
-	if _, err := cs.RbacV1().ClusterRoleBindings().Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+		Subjects:   subjects,
+	}, metav1.CreateOptions{})
+	return err
+}
+
+// serviceAccount is the ServiceAccount name of the release namespace, as a subject.
+func serviceAccount(name string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: "ServiceAccount", Namespace: releaseNamespace, Name: name}
 }
 
 // waitBound polls with dry-run creates until the syncer is refused a Secret outside its names:

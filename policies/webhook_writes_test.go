@@ -109,15 +109,7 @@ func installWebhookWrites(ctx context.Context, cs kubernetes.Interface) error {
 			{APIGroups: []string{admissionregistrationv1.GroupName}, Resources: []string{"mutatingwebhookconfigurations"}, ResourceNames: []string{otherConfig}, Verbs: []string{"get", "patch"}},
 		},
 	}
-	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: releaseNamespace, Name: syncerSA}},
-	}, metav1.CreateOptions{})
-	return err
+	return grant(ctx, cs, role, serviceAccount(syncerSA))
 }
 
 // otherHook is a webhook beside the chart's, with a condition of its own. It intercepts a
