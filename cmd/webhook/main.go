@@ -57,6 +57,7 @@ func serve(ctx context.Context, o app.Options) error {
 		Port:                      o.Port,
 		MetricsBindAddress:        o.MetricsBindAddress,
 		HealthProbeBindAddress:    o.HealthProbeBindAddress,
+		PprofBindAddress:          o.PprofBindAddress,
 		CredentialProviders:       o.CredentialProviders,
 		ClusterID:                 o.ClusterID,
 		MatchConditionsGate:       o.MatchConditionsGate,

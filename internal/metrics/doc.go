@@ -10,6 +10,9 @@
 //   - kuik_webhook_admission_duration_seconds{webhook}: time to answer an admission request.
 //   - kuik_webhook_admission_errors_total{stage}: internal errors after which a pod was admitted
 //     unchanged (decode, index, namespace, route, panic).
+//   - kuik_webhook_pod_reviews_total{decoder}: the pod webhook's AdmissionReviews, by the decoder
+//     that read them: "kuik" (admission.k8s.io/v1 as the API server writes it: only the fields
+//     the mutator reads) or "controller-runtime" (any other request, read whole).
 //   - kuik_webhook_rewrites_total{kind,name,reason}: containers rewritten, by routing resource and
 //     reason (Always, OnFailure).
 //   - kuik_webhook_no_alternatives_total: containers left untouched, no candidate available.

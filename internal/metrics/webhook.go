@@ -27,6 +27,12 @@ var (
 		Help: "Internal errors after which the pod was admitted unchanged, by stage.",
 	}, []string{"stage"})
 
+	// PodReviews counts the pod webhook's AdmissionReviews by the decoder that read them.
+	PodReviews = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kuik_webhook_pod_reviews_total",
+		Help: "AdmissionReviews the pod webhook received, by the decoder that read them: kuik (what the API server writes) or controller-runtime (any other request).",
+	}, []string{"decoder"})
+
 	// Rewrites counts rewritten containers by routing resource kind, name and reason.
 	Rewrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kuik_webhook_rewrites_total",
@@ -107,7 +113,7 @@ var (
 
 // WebhookCollectors are the webhook's metrics, for registration from main.
 func WebhookCollectors() []prometheus.Collector {
-	return []prometheus.Collector{Admissions, AdmissionDuration, AdmissionErrors, Rewrites, NoAlternatives, DryRunDecisions, DigestPins, Probes, ProbeDuration, ProbesSkipped, ProbeRefreshes, HintedPassOvers, ProbesInFlight, RoutingResources, RoutingResourcesWaiting}
+	return []prometheus.Collector{Admissions, AdmissionDuration, AdmissionErrors, PodReviews, Rewrites, NoAlternatives, DryRunDecisions, DigestPins, Probes, ProbeDuration, ProbesSkipped, ProbeRefreshes, HintedPassOvers, ProbesInFlight, RoutingResources, RoutingResourcesWaiting}
 }
 
 // inFlight is a gauge read from a function set once the prober exists (0 before).

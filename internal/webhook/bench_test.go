@@ -113,11 +113,12 @@ func BenchmarkAdmissionHTTPS(b *testing.B) {
 		b.Fatal(err)
 	}
 	srv := ctrlwebhook.NewServer(ctrlwebhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir})
-	srv.Register("/mutate-pods", &ctrlwebhook.Admission{Handler: &webhook.PodMutator{
+	// The pod mutator as the server serves it (its reviews read by kuik, not by controller-runtime).
+	srv.Register("/mutate-pods", webhook.PodAdmission(time.Second, &webhook.PodMutator{
 		Index:      &ix,
 		Namespaces: func(context.Context, string) (labels.Set, error) { return labels.Set{}, nil },
 		Choose:     chooser.Choose,
-	}})
+	}))
 	srv.Register("/noop", &ctrlwebhook.Admission{Handler: admission.HandlerFunc(func(context.Context, admission.Request) admission.Response {
 		return admission.Allowed("")
 	})})

@@ -40,7 +40,7 @@ type containerFields struct {
 // serialization of a pod, which always decodes.
 func decodePod(raw []byte, pod *corev1.Pod) error {
 	var f podFields
-	if !json.Valid(raw) || !decodeFields(raw, &f) {
+	if !decodeFields(raw, &f) {
 		var slow podFields // its own variable: f stays on the stack
 		if err := json.Unmarshal(raw, &slow); err != nil {
 			return err
@@ -74,43 +74,45 @@ func containers(cs []containerFields) []corev1.Container {
 	return out
 }
 
-// decodeFields is json.Unmarshal(raw, f) for valid JSON raw written as the API server writes
-// a pod: every field f holds at most once, under its own name, with a value of its type (no
-// null). It walks raw once without reflection, skipping what f does not hold. false when raw
-// is written otherwise (a field twice, or under another case, or null, or of another type):
-// json.Unmarshal then decides, exactly, at its own cost.
+// decodeFields is json.Unmarshal(raw, f) for raw written as the API server writes a pod: JSON
+// (json.Valid), every field f holds at most once, under its own name, with a value of its type
+// (no null). It walks raw once without reflection, checking the syntax of what it skips. false
+// when raw is not JSON or is written otherwise (a field twice, or under another case, or null,
+// or of another type): json.Unmarshal then decides, exactly, at its own cost.
 func decodeFields(raw []byte, f *podFields) bool {
 	w := walker{b: raw}
-	return w.object(func(key []byte) (bool, bool) {
-		switch string(key) {
-		case "metadata":
-			return true, w.object(func(key []byte) (bool, bool) {
-				switch string(key) {
-				case "namespace":
-					return true, w.strTo(&f.Metadata.Namespace)
-				case "labels":
-					return true, w.stringMap(&f.Metadata.Labels)
-				case "annotations":
-					return true, w.stringMap(&f.Metadata.Annotations)
-				}
-				return false, !foldsTo(key, "namespace", "labels", "annotations")
-			})
-		case "spec":
-			return true, w.object(func(key []byte) (bool, bool) {
-				switch string(key) {
-				case "initContainers":
-					return true, w.containers(&f.Spec.InitContainers)
-				case "containers":
-					return true, w.containers(&f.Spec.Containers)
-				case "ephemeralContainers":
-					return true, w.containers(&f.Spec.EphemeralContainers)
-				case "imagePullSecrets":
-					return true, w.pullSecrets(&f.Spec.ImagePullSecrets)
-				}
-				return false, !foldsTo(key, "initContainers", "containers", "ephemeralContainers", "imagePullSecrets")
-			})
-		}
-		return false, !foldsTo(key, "metadata", "spec")
+	return w.whole(func() bool {
+		return w.object(func(key []byte) (bool, bool) {
+			switch string(key) {
+			case "metadata":
+				return true, w.object(func(key []byte) (bool, bool) {
+					switch string(key) {
+					case "namespace":
+						return true, w.strTo(&f.Metadata.Namespace)
+					case "labels":
+						return true, w.stringMap(&f.Metadata.Labels)
+					case "annotations":
+						return true, w.stringMap(&f.Metadata.Annotations)
+					}
+					return false, !foldsTo(key, "namespace", "labels", "annotations")
+				})
+			case "spec":
+				return true, w.object(func(key []byte) (bool, bool) {
+					switch string(key) {
+					case "initContainers":
+						return true, w.containers(&f.Spec.InitContainers)
+					case "containers":
+						return true, w.containers(&f.Spec.Containers)
+					case "ephemeralContainers":
+						return true, w.containers(&f.Spec.EphemeralContainers)
+					case "imagePullSecrets":
+						return true, w.pullSecrets(&f.Spec.ImagePullSecrets)
+					}
+					return false, !foldsTo(key, "initContainers", "containers", "ephemeralContainers", "imagePullSecrets")
+				})
+			}
+			return false, !foldsTo(key, "metadata", "spec")
+		})
 	})
 }
 
@@ -125,10 +127,25 @@ func foldsTo(key []byte, names ...string) bool {
 	return false
 }
 
-// walker reads valid JSON (json.Valid) from b at i.
+// walker reads JSON from b at i, and checks its syntax as json.Valid does, of the values it
+// skips too: what it reads of b is what json.Unmarshal would, when b is valid JSON, and it
+// fails when b is not. depth is the arrays and objects it is in.
 type walker struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	depth int
+}
+
+// maxDepth is the deepest nesting encoding/json accepts.
+const maxDepth = 10000
+
+// whole reads b with value, which must leave nothing after it but space.
+func (w *walker) whole(value func() bool) bool {
+	if !value() {
+		return false
+	}
+	w.space()
+	return w.i == len(w.b)
 }
 
 func (w *walker) space() {
@@ -151,25 +168,44 @@ func (w *walker) at() byte {
 	return w.b[w.i]
 }
 
+// enter and leave count the arrays and objects the walker is in.
+func (w *walker) enter() bool {
+	w.depth++
+	return w.depth <= maxDepth
+}
+
+func (w *walker) leave() { w.depth-- }
+
+// next reads what follows a member or an element: a comma (true, more follows) or close (false,
+// done, ok); anything else fails (ok false).
+func (w *walker) next(close byte) (more, ok bool) {
+	switch w.at() {
+	case ',':
+		w.i++
+		return true, true
+	case close:
+		w.i++
+		return false, true
+	}
+	return false, false
+}
+
 // object reads an object, calling member for each key with the walker at its value: member
 // reads the value and reports whether it did (else the value is skipped) and whether to go on.
 // Each key member reads must come once: a second one stops the walk.
 func (w *walker) object(member func(key []byte) (read, ok bool)) bool {
-	if w.at() != '{' {
+	if w.at() != '{' || !w.enter() {
 		return false
 	}
+	defer w.leave()
 	w.i++
-	var seen [4][]byte // the most keys an object of podFields has
+	if w.at() == '}' {
+		w.i++
+		return true
+	}
+	var seen [8][]byte // the most keys an object of podFields or of a review's request reads
 	n := 0
 	for {
-		switch w.at() {
-		case '}':
-			w.i++
-			return true
-		case ',':
-			w.i++
-			continue
-		}
 		key, ok := w.key()
 		if !ok || w.at() != ':' {
 			return false
@@ -178,44 +214,51 @@ func (w *walker) object(member func(key []byte) (read, ok bool)) bool {
 		w.space()
 		start := w.i
 		read, ok := member(key)
-		if !ok {
+		switch {
+		case !ok:
 			return false
-		}
-		if !read {
+		case !read:
 			w.i = start
-			w.skip()
-			continue
-		}
-		for _, k := range seen[:n] {
-			if bytes.Equal(k, key) {
+			if !w.skip() {
 				return false
 			}
+		default:
+			for _, k := range seen[:n] {
+				if bytes.Equal(k, key) {
+					return false
+				}
+			}
+			if n == len(seen) {
+				return false
+			}
+			seen[n] = key
+			n++
 		}
-		if n == len(seen) {
-			return false
+		more, ok := w.next('}')
+		if !more {
+			return ok
 		}
-		seen[n] = key
-		n++
 	}
 }
 
 // array reads an array, calling elem with the walker at each element.
 func (w *walker) array(elem func() bool) bool {
-	if w.at() != '[' {
+	if w.at() != '[' || !w.enter() {
 		return false
 	}
+	defer w.leave()
 	w.i++
+	if w.at() == ']' {
+		w.i++
+		return true
+	}
 	for {
-		switch w.at() {
-		case ']':
-			w.i++
-			return true
-		case ',':
-			w.i++
-			continue
-		}
 		if !elem() {
 			return false
+		}
+		more, ok := w.next(']')
+		if !more {
+			return ok
 		}
 	}
 }
@@ -241,6 +284,8 @@ func (w *walker) str() (string, bool) {
 		case c == '\\':
 			plain = false
 			w.i += 2
+		case c < 0x20:
+			return "", false
 		case c >= 0x80:
 			plain = false
 			w.i++
@@ -265,6 +310,8 @@ func (w *walker) key() ([]byte, bool) {
 		case c == '\\' || c >= 0x80:
 			s, ok := w.str()
 			return []byte(s), ok
+		case c < 0x20:
+			return nil, false
 		}
 	}
 	return nil, false
@@ -277,62 +324,198 @@ func (w *walker) strTo(s *string) bool {
 	return ok
 }
 
-// skip skips a value.
-func (w *walker) skip() {
-	switch w.at() {
-	case '"':
-		w.i++
-		for w.i < len(w.b) && w.b[w.i] != '"' {
-			if w.b[w.i] == '\\' {
+// skip skips a value, checking its syntax. It does not recurse: open holds the brackets of
+// the arrays and objects it is in.
+func (w *walker) skip() bool {
+	var local [32]byte
+	open := local[:0]
+values:
+	for {
+		switch c := w.at(); c {
+		case '{', '[':
+			if w.depth+len(open)+1 > maxDepth {
+				return false
+			}
+			w.i++
+			end := byte('}')
+			if c == '[' {
+				end = ']'
+			}
+			if w.at() == end {
 				w.i++
+				break // an empty one: a whole value
 			}
-			w.i++
+			open = append(open, end)
+			if c == '{' && !w.skipKey() {
+				return false
+			}
+			continue
+		case '"':
+			if !w.skipString() {
+				return false
+			}
+		case 't':
+			if !w.literal("true") {
+				return false
+			}
+		case 'f':
+			if !w.literal("false") {
+				return false
+			}
+		case 'n':
+			if !w.literal("null") {
+				return false
+			}
+		default:
+			if !w.number() {
+				return false
+			}
 		}
-		w.i++
-	case '{', '[':
-		depth := 0
-		for w.i < len(w.b) {
-			switch w.b[w.i] {
-			case '"':
-				w.skip()
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
+		// A value ends: close what it ends, or go on to the next value.
+		for len(open) > 0 {
+			end := open[len(open)-1]
+			more, ok := w.next(end)
+			switch {
+			case !ok:
+				return false
+			case more:
+				if end == '}' && !w.skipKey() {
+					return false
+				}
+				continue values
 			}
-			w.i++
-			if depth == 0 {
-				return
-			}
+			open = open[:len(open)-1]
 		}
-	default: // a number, true, false or null
-		for w.i < len(w.b) {
-			switch w.b[w.i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return
+		return true
+	}
+}
+
+// raw reads an object as its bytes, into dst (which then shares b's), or null as nil (as
+// runtime.RawExtension does).
+func (w *walker) raw(dst *[]byte) bool {
+	switch w.at() {
+	case 'n':
+		*dst = nil
+		return w.literal("null")
+	case '{':
+	default:
+		return false
+	}
+	start := w.i
+	if !w.skip() {
+		return false
+	}
+	*dst = w.b[start:w.i]
+	return true
+}
+
+// skipKey skips a key and its colon.
+func (w *walker) skipKey() bool {
+	if w.at() != '"' || !w.skipString() || w.at() != ':' {
+		return false
+	}
+	w.i++
+	return true
+}
+
+// skipString skips the string at i, checking its escapes and that it holds no control byte.
+func (w *walker) skipString() bool {
+	w.i++
+	for w.i < len(w.b) {
+		switch c := w.b[w.i]; {
+		case c == '"':
+			w.i++
+			return true
+		case c == '\\':
+			if w.i+1 >= len(w.b) {
+				return false
 			}
+			switch w.b[w.i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				w.i += 2
+			case 'u':
+				if w.i+6 > len(w.b) || !isHex(w.b[w.i+2]) || !isHex(w.b[w.i+3]) || !isHex(w.b[w.i+4]) || !isHex(w.b[w.i+5]) {
+					return false
+				}
+				w.i += 6
+			default:
+				return false
+			}
+		case c < 0x20:
+			return false
+		default:
 			w.i++
 		}
 	}
+	return false
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// literal skips s (true, false or null).
+func (w *walker) literal(s string) bool {
+	if !bytes.HasPrefix(w.b[w.i:], []byte(s)) {
+		return false
+	}
+	w.i += len(s)
+	return true
+}
+
+// number skips a number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (w *walker) number() bool {
+	b, i := w.b, w.i
+	digits := func() bool {
+		j := i
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+		return i > j
+	}
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case !digits():
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if !digits() {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return false
+		}
+	}
+	w.i = i
+	return true
 }
 
 // stringMap reads an object of strings into a new map.
 func (w *walker) stringMap(m *map[string]string) bool {
 	*m = map[string]string{}
-	if w.at() != '{' {
+	if w.at() != '{' || !w.enter() {
 		return false
 	}
+	defer w.leave()
 	w.i++
+	if w.at() == '}' {
+		w.i++
+		return true
+	}
 	for {
-		switch w.at() {
-		case '}':
-			w.i++
-			return true
-		case ',':
-			w.i++
-			continue
-		}
 		k, ok := w.str()
 		if !ok || w.at() != ':' {
 			return false
@@ -343,6 +526,10 @@ func (w *walker) stringMap(m *map[string]string) bool {
 			return false
 		}
 		(*m)[k] = v // the last of duplicate keys wins, as with json.Unmarshal
+		more, ok := w.next('}')
+		if !more {
+			return ok
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -24,7 +25,10 @@ func FuzzDecodePod(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var fast podFields
-		if json.Valid(raw) && decodeFields(raw, &fast) {
+		if decodeFields(raw, &fast) {
+			if !json.Valid(raw) {
+				t.Fatalf("decodeFields took what is not JSON: %q", raw)
+			}
 			var want podFields
 			if err := json.Unmarshal(raw, &want); err != nil {
 				t.Fatalf("decodeFields took a pod json.Unmarshal refuses: %v", err)
@@ -45,6 +49,30 @@ func FuzzDecodePod(f *testing.F) {
 			t.Errorf("what kuik reads (-whole pod +decodePod):\n%s", diff)
 		}
 	})
+}
+
+// FuzzSkipIsJSONValid checks the walker's syntax check against encoding/json's: it skips a
+// whole input exactly when json.Valid takes it.
+func FuzzSkipIsJSONValid(f *testing.F) {
+	for _, seed := range append(append([]string{}, syntaxSeeds...), decodeSeeds...) {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		w := walker{b: raw}
+		if got, want := w.whole(w.skip), json.Valid(raw); got != want {
+			t.Fatalf("the walker skips %q: %t, json.Valid: %t", raw, got, want)
+		}
+	})
+}
+
+// syntaxSeeds are JSON and near-JSON corners of the syntax check.
+var syntaxSeeds = []string{
+	``, ` `, `{}`, `[]`, `{ }`, `[ ]`, `""`, `"\u00e9\/\b\f\n\r\t\"\\"`, `"\u00g0"`, `"\u00"`, `"\x"`, `"\`, `"a` + "\x01" + `"`, `"a` + "\x7f\xff" + `"`,
+	`0`, `-0`, `01`, `-`, `1.`, `1.5`, `.5`, `1e`, `1e+`, `1E-7`, `1e+07`, `-01.0`, `1.0e5x`,
+	`true`, `false`, `null`, `tru`, `nulls`, `True`, `true false`, `{"a":1,}`, `[1,]`, `[,1]`, `{,"a":1}`, `{"a":1 "b":2}`, `{"a" 1}`,
+	`{"a":{"b":[1,{"c":null}],"d":"e"}}`, `[[[]]]`, `[[[]]`, `[]]`, `{"a":[}`, `{"a"}`, `{1:2}`, `{"a":1}x`, "{\"a\":1}\x00", "\t{\"a\" :\n[ 1 , 2 ]\r}",
+	strings.Repeat("[", 10000) + strings.Repeat("]", 10000), strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
+	`{"a":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`, `{"a":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`,
 }
 
 // decodeSeeds are the JSON corners decodePod must decode as json.Unmarshal does.

@@ -70,7 +70,7 @@ func FuzzAdmission(f *testing.F) {
 }
 
 // fuzzHandlers is the webhook server's mux, with the index and dependencies of a test world.
-func fuzzHandlers(f *testing.F) *http.ServeMux {
+func fuzzHandlers(f testing.TB) *http.ServeMux {
 	creds := &v1alpha1.Auth{SecretRef: &v1alpha1.LocalSecretReference{Name: "creds"}}
 	ias := []v1alpha1.ImageAlternative{
 		{

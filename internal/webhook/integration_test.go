@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/enix/kuik/internal/credentialprovider"
+	"github.com/enix/kuik/internal/metrics"
 	"github.com/enix/kuik/internal/testenv"
 	"github.com/enix/kuik/internal/testutil"
 	"github.com/enix/kuik/internal/testutil/kuikenv"
@@ -469,8 +471,14 @@ func TestWebhookRoutesAroundAHangingRegistry(t *testing.T) {
 
 // kubectl debug adds ephemeral containers through the pods/ephemeralcontainers subresource,
 // which lets nothing else change: the new container is routed, to an entry needing no secret.
+// (And every review the API server sends, of a pod's creation, a dry-run one, or an update of
+// its ephemeral containers, is read by kuik's decoder, not controller-runtime's.)
 func TestWebhookRoutesNewEphemeralContainers(t *testing.T) {
 	w := setup(t)
+	reviews := func() (kuik, cr float64) {
+		return promtest.ToFloat64(metrics.PodReviews.WithLabelValues("kuik")), promtest.ToFloat64(metrics.PodReviews.WithLabelValues("controller-runtime"))
+	}
+	kuik0, cr0 := reviews()
 	w.registry.Push(t, "public/debug:v1")
 	open := testutil.NewRegistry(t, "", "")
 	open.Push(t, "acme/debug:v1")
@@ -503,6 +511,17 @@ func TestWebhookRoutesNewEphemeralContainers(t *testing.T) {
 	}
 	if want := open.Host + "/acme/debug:v1"; got.Spec.EphemeralContainers[0].Image != want {
 		t.Errorf("ephemeral image = %s, want %s (the entry that needs no injected secret)", got.Spec.EphemeralContainers[0].Image, want)
+	}
+	dry, err := w.cs.CoreV1().Pods(ns).Create(t.Context(), simplePod(upstream+":v1"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dry.Labels[v1alpha1.LabelRewritten] != "true" {
+		t.Errorf("a dry-run creation was not routed: %s", podSummary(dry))
+	}
+	// Three at least: the pods created, the update of the ephemeral containers, the dry run.
+	if kuik, cr := reviews(); kuik-kuik0 < 3 || cr != cr0 {
+		t.Errorf("reviews read by kuik %v, by controller-runtime %v; want 3 or more and 0", kuik-kuik0, cr-cr0)
 	}
 }
 

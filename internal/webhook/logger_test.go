@@ -33,7 +33,7 @@ func logRequest() *admission.Request {
 func logConstructors() map[string]func(logr.Logger, *admission.Request) logr.Logger {
 	out := map[string]func(logr.Logger, *admission.Request) logr.Logger{}
 	for name, a := range map[string]*admission.Webhook{
-		MutatePodsPath:      podAdmission(time.Second, &PodMutator{}),
+		MutatePodsPath:      podAdmission(time.Second, &PodMutator{}).(*reviewHandler).slow,
 		ValidateRoutingPath: routingAdmission(&RoutingValidator{}),
 	} {
 		out[name] = a.LogConstructor

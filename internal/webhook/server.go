@@ -53,6 +53,8 @@ type Config struct {
 	Port                                   int
 	MetricsBindAddress                     string
 	HealthProbeBindAddress                 string
+	// PprofBindAddress serves net/http/pprof; "" or "0" turns it off.
+	PprofBindAddress string
 	// CredentialProviders is the nodes' credential-provider configuration (the file the
 	// kubelet's --image-credential-provider-config names), nil for none: an original image its
 	// providers match is pulled by the node with credentials of its own (route.ProbeChooser). The
@@ -108,6 +110,7 @@ func Run(ctx context.Context, cfg Config) error {
 		},
 		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsBindAddress},
 		HealthProbeBindAddress: cfg.HealthProbeBindAddress,
+		PprofBindAddress:       cfg.PprofBindAddress,
 		WebhookServer:          webhook.NewServer(webhook.Options{Host: cfg.Host, Port: cfg.Port, CertDir: cfg.CertDir}),
 		Logger:                 logger,
 		// Runnables (the index builder) log through their context: without this they would get
@@ -249,9 +252,11 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 // podAdmission is the HTTP handler served at MutatePodsPath: m within the admission budget of
-// probeTimeout (the fuzz target serves the same), logging through requestLogger.
-func podAdmission(probeTimeout time.Duration, m *PodMutator) *webhook.Admission {
-	return &webhook.Admission{Handler: withTimeout(AdmissionBudget(probeTimeout), m), LogConstructor: requestLogger}
+// probeTimeout (the fuzz target serves the same), logging through requestLogger, the reviews
+// the API server writes read by reviewHandler.
+func podAdmission(probeTimeout time.Duration, m *PodMutator) http.Handler {
+	h := withTimeout(AdmissionBudget(probeTimeout), m)
+	return &reviewHandler{handler: h, slow: &webhook.Admission{Handler: h, LogConstructor: requestLogger}}
 }
 
 // routingAdmission is the HTTP handler served at ValidateRoutingPath.

@@ -33,6 +33,8 @@ type Options struct {
 	Port                     int
 	MetricsBindAddress       string
 	HealthProbeBindAddress   string
+	// PprofBindAddress serves Go's profiles (net/http/pprof); empty turns it off.
+	PprofBindAddress string
 	// ImageCredentialProviderConfig is the nodes' CredentialProviderConfig file or directory
 	// (the kubelet's --image-credential-provider-config), empty for none; CredentialProviders
 	// is what the command loaded from it before calling the run function.
@@ -160,6 +162,7 @@ resources.`,
 	f.IntVar(&o.Port, "webhook-port", 9443, "Port of the webhook server.")
 	f.StringVar(&o.MetricsBindAddress, "metrics-bind-address", ":8080", `Address of the Prometheus metrics endpoint ("0" disables it).`)
 	f.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	f.StringVar(&o.PprofBindAddress, "pprof-bind-address", "", `Address serving Go's CPU and heap profiles at /debug/pprof/ (empty or "0": off). Bind it to 127.0.0.1: the profiles are not authenticated.`)
 	f.StringVar(&o.ImageCredentialProviderConfig, "image-credential-provider-config", "", "The nodes' CredentialProviderConfig, as the kubelet's flag of that name reads it (a file, or a directory of *.json, *.yaml, *.yml merged in name order). An original image one of its providers' matchImages matches is pulled by the node with a credential of its own, so a probe refused for lack of credentials (401, 403) counts as available. The plugins are never run here.")
 	f.StringVar(&o.ClusterID, "cluster-id", "", `This cluster's ID in the mirrors it shares with other clusters: a mirror candidate's tag gets the suffix "-kuik-<id>" (nginx:1.27 is nginx:1.27-kuik-<id>), the tag the keeper of this cluster keeps. A DNS label of at most 32 bytes, without "kuik-". Empty: the tags are the images' own.`)
 

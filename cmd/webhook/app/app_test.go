@@ -51,10 +51,10 @@ func TestServeFlags(t *testing.T) {
 		},
 		"every flag": {
 			args: []string{"--kubeconfig=/k", "--cluster-resource-namespace=ns", "--probe-timeout=500ms", "--cache-ttl=1m",
-				"--max-probes-in-flight=8", "--max-conns-per-registry=2", "--cert-dir=/c", "--webhook-bind-address=127.0.0.1", "--webhook-port=1", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:2",
+				"--max-probes-in-flight=8", "--max-conns-per-registry=2", "--cert-dir=/c", "--webhook-bind-address=127.0.0.1", "--webhook-port=1", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:2", "--pprof-bind-address=127.0.0.1:3",
 				"--cluster-id=eu-west-1", "--match-conditions-gate", "--probe-refresh-idle=0s", "--probe-refreshes-per-second=2.5", "--probe-refreshes-per-registry=1", "--hinted-wait=0s", "--hint-max-age=1m"},
 			want: app.Options{Kubeconfig: "/k", ClusterResourceNamespace: "ns", ProbeTimeout: 500 * time.Millisecond, CacheTTL: time.Minute,
-				MaxProbesInFlight: 8, MaxConnsPerRegistry: 2, CertDir: "/c", Host: "127.0.0.1", Port: 1, MetricsBindAddress: "0", HealthProbeBindAddress: "127.0.0.1:2",
+				MaxProbesInFlight: 8, MaxConnsPerRegistry: 2, CertDir: "/c", Host: "127.0.0.1", Port: 1, MetricsBindAddress: "0", HealthProbeBindAddress: "127.0.0.1:2", PprofBindAddress: "127.0.0.1:3",
 				ClusterID: "eu-west-1", MatchConditionsGate: true, ProbeRefreshesPerSecond: 2.5, ProbeRefreshesPerRegistry: 1, HintMaxAge: time.Minute},
 		},
 	}

@@ -148,6 +148,10 @@ func createBatch(ctx context.Context, cs kubernetes.Interface, wh *webhookProces
 	if err != nil {
 		return batch{}, err
 	}
+	var prof *profiler
+	if m != modeNone && r >= 0 {
+		prof = startProfile(ctx, wh.pprofAddr, m, s, r)
+	}
 	t0 := time.Now()
 	err = benchutil.Parallel(ctx, n, *flagConcurrency, func(ctx context.Context, j int) error {
 		p := benchutil.PlainPod(ns, roundPrefix(r)+fmt.Sprintf("-%05d", j), image, j)
@@ -164,6 +168,11 @@ func createBatch(ctx context.Context, cs kubernetes.Interface, wh *webhookProces
 	})
 	wall := time.Since(t0)
 	cpu1, cerr := wh.cpu()
+	if prof != nil {
+		if perr := prof.end(); perr != nil && err == nil {
+			err = fmt.Errorf("profiling: %w", perr)
+		}
+	}
 	if err != nil {
 		return batch{}, err
 	}

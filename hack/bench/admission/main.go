@@ -58,10 +58,13 @@ var (
 
 	flagMatchConditions = flag.Bool("match-conditions", false, "give kuik's pod webhook the matchConditions the secret-syncer's leader writes for the routing resources (webhook.mutating.matchConditions): pods no resource covers are not sent")
 
+	flagProfile = flag.String("profile", "", "directory to write CPU profiles of kuik's webhook and of the no-op and same-patch ones into, one a second of each batch they serve (go tool pprof -top DIR/kuik-covered-rewritten-*)")
+
 	flagServeNoop   = flag.Bool("serve-noop", false, "serve the no-op webhook (this program runs itself so)")
 	flagNoopPort    = flag.Int("noop-port", 0, "port of the no-op webhook")
 	flagNoopCertDir = flag.String("noop-cert-dir", "", "tls.crt and tls.key of the no-op webhook")
 	flagNoopMetrics = flag.String("noop-metrics-addr", "", "address the no-op webhook serves its metrics on")
+	flagNoopPprof   = flag.String("noop-pprof-addr", "", "address the no-op webhook serves net/http/pprof on")
 	flagNoopPatches = flag.String("noop-patches", "", "serve the same-patch webhook: the patches, by namespace and image, written by the main program")
 )
 
@@ -69,6 +72,9 @@ func main() {
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
 	if *flagServeNoop {
+		if *flagNoopPprof != "" {
+			servePprof(*flagNoopPprof)
+		}
 		if err := serveNoop(*flagNoopPort, *flagNoopCertDir, *flagNoopPatches, *flagNoopMetrics); err != nil {
 			fmt.Fprintln(os.Stderr, "no-op webhook:", err)
 			os.Exit(1)
@@ -87,6 +93,11 @@ func main() {
 func run(ctx context.Context) (err error) {
 	if *flagPods < *flagRounds || *flagConcurrency < 1 || *flagRounds < 1 {
 		return errors.New("-pods must be at least -rounds, -concurrency and -rounds positive")
+	}
+	if *flagProfile != "" {
+		if err := os.MkdirAll(*flagProfile, 0o755); err != nil {
+			return err
+		}
 	}
 	start := time.Now()
 	tb := &benchutil.TB{}

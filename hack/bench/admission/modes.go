@@ -155,7 +155,12 @@ func startNoop(ctx context.Context, certDir string, caPEM []byte, patchesFile st
 		return nil, err
 	}
 	w := &webhookProcess{port: port, metricsAddr: metricsAddr, exited: make(chan struct{})}
-	w.cmd = exec.Command(self, "-serve-noop", "-noop-port="+strconv.Itoa(port), "-noop-cert-dir="+certDir, "-noop-patches="+patchesFile, "-noop-metrics-addr="+metricsAddr)
+	if *flagProfile != "" {
+		if w.pprofAddr, err = kuikenv.FreeAddr(); err != nil {
+			return nil, err
+		}
+	}
+	w.cmd = exec.Command(self, "-serve-noop", "-noop-port="+strconv.Itoa(port), "-noop-cert-dir="+certDir, "-noop-patches="+patchesFile, "-noop-metrics-addr="+metricsAddr, "-noop-pprof-addr="+w.pprofAddr)
 	w.cmd.Stdout, w.cmd.Stderr = io.Discard, os.Stderr
 	if err := w.cmd.Start(); err != nil {
 		return nil, err

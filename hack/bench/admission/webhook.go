@@ -26,6 +26,7 @@ type webhookProcess struct {
 	port        int
 	args        map[string]string
 	metricsAddr string
+	pprofAddr   string // serves net/http/pprof, when -profile is set
 	exited      chan struct{}
 }
 
@@ -84,6 +85,12 @@ func startWebhook(ctx context.Context, cp *testenv.ControlPlane, chart *kuikenv.
 	args["webhook-port"] = strconv.Itoa(port)
 	args["metrics-bind-address"] = w.metricsAddr
 	args["health-probe-bind-address"] = health
+	if *flagProfile != "" {
+		if w.pprofAddr, err = kuikenv.FreeAddr(); err != nil {
+			return nil, err
+		}
+		args["pprof-bind-address"] = w.pprofAddr
+	}
 	var argv []string
 	for _, k := range slices.Sorted(maps.Keys(args)) {
 		argv = append(argv, "--"+k+"="+args[k])
