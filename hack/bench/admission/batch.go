@@ -74,6 +74,9 @@ type counters struct {
 	// serveSeconds, admitSeconds: the API server's time serving the creates, and in its admit
 	// step (the whole mutating chain, reinvocation included).
 	serveSeconds, admitSeconds float64
+	// conditionSeconds: the API server's time evaluating the pod webhook's matchConditions,
+	// which it records only when they exclude the pod (not when they send it).
+	conditionSeconds float64
 	// hookSeconds: the webhook process's time serving the admission requests (controller-
 	// runtime's, from the request read to the response written), in every installed mode.
 	hookSeconds float64
@@ -81,12 +84,12 @@ type counters struct {
 
 func (c counters) plus(d counters) counters {
 	return counters{c.webhookCalls + d.webhookCalls, c.webhookSeconds + d.webhookSeconds, c.passes + d.passes,
-		c.kuikCalls + d.kuikCalls, c.kuikSeconds + d.kuikSeconds, c.probes + d.probes, c.serveSeconds + d.serveSeconds, c.admitSeconds + d.admitSeconds, c.hookSeconds + d.hookSeconds}
+		c.kuikCalls + d.kuikCalls, c.kuikSeconds + d.kuikSeconds, c.probes + d.probes, c.serveSeconds + d.serveSeconds, c.admitSeconds + d.admitSeconds, c.conditionSeconds + d.conditionSeconds, c.hookSeconds + d.hookSeconds}
 }
 
 func (c counters) minus(d counters) counters {
 	return counters{c.webhookCalls - d.webhookCalls, c.webhookSeconds - d.webhookSeconds, c.passes - d.passes,
-		c.kuikCalls - d.kuikCalls, c.kuikSeconds - d.kuikSeconds, c.probes - d.probes, c.serveSeconds - d.serveSeconds, c.admitSeconds - d.admitSeconds, c.hookSeconds - d.hookSeconds}
+		c.kuikCalls - d.kuikCalls, c.kuikSeconds - d.kuikSeconds, c.probes - d.probes, c.serveSeconds - d.serveSeconds, c.admitSeconds - d.admitSeconds, c.conditionSeconds - d.conditionSeconds, c.hookSeconds - d.hookSeconds}
 }
 
 // readCounters reads the counters from the API server and, if m is kuik, from kuik's webhook.
@@ -97,11 +100,12 @@ func readCounters(ctx context.Context, cs kubernetes.Interface, wh *webhookProce
 	}
 	hook := `name="` + admitscope.WebhookName + `"`
 	c := counters{
-		webhookCalls:   api.Sum("apiserver_admission_webhook_admission_duration_seconds_count{", hook, `operation="CREATE"`, `type="admit"`),
-		webhookSeconds: api.Sum("apiserver_admission_webhook_admission_duration_seconds_sum{", hook, `operation="CREATE"`, `type="admit"`),
-		passes:         api.Sum("apiserver_admission_controller_admission_duration_seconds_count{", `name="DefaultTolerationSeconds"`, `operation="CREATE"`, `type="admit"`),
-		serveSeconds:   api.Sum("apiserver_request_duration_seconds_sum{", `resource="pods"`, `verb="POST"`, `subresource=""`, `dry_run=""`),
-		admitSeconds:   api.Sum("apiserver_admission_step_admission_duration_seconds_sum{", `operation="CREATE"`, `type="admit"`),
+		webhookCalls:     api.Sum("apiserver_admission_webhook_admission_duration_seconds_count{", hook, `operation="CREATE"`, `type="admit"`),
+		webhookSeconds:   api.Sum("apiserver_admission_webhook_admission_duration_seconds_sum{", hook, `operation="CREATE"`, `type="admit"`),
+		passes:           api.Sum("apiserver_admission_controller_admission_duration_seconds_count{", `name="DefaultTolerationSeconds"`, `operation="CREATE"`, `type="admit"`),
+		serveSeconds:     api.Sum("apiserver_request_duration_seconds_sum{", `resource="pods"`, `verb="POST"`, `subresource=""`, `dry_run=""`),
+		admitSeconds:     api.Sum("apiserver_admission_step_admission_duration_seconds_sum{", `operation="CREATE"`, `type="admit"`),
+		conditionSeconds: api.Sum("apiserver_admission_match_condition_evaluation_seconds_sum{", hook, `operation="CREATE"`),
 	}
 	if m == modeNone {
 		return c, nil
