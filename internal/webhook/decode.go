@@ -203,7 +203,7 @@ func (w *walker) object(member func(key []byte) (read, ok bool)) bool {
 		w.i++
 		return true
 	}
-	var seen [8][]byte // the most keys an object of podFields or of a review's request reads
+	var seen [10][]byte // the most keys read of an object: a review's request (reviewFields)
 	n := 0
 	for {
 		key, ok := w.key()

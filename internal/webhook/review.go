@@ -13,19 +13,20 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/enix/kuik/internal/metrics"
 )
 
-// maxReviewBytes is the largest request body controller-runtime's webhook reads; larger ones
-// are its to refuse.
+// maxReviewBytes is the size of a request body controller-runtime's webhook refuses; smaller
+// ones it reads.
 const maxReviewBytes = 7 * 1024 * 1024
 
 // reviewHandler serves the pod webhook. An AdmissionReview of admission.k8s.io/v1 written as
-// the API server writes one is read by the walker, only the fields the pod mutator reads
-// (reviewFields), and answered as controller-runtime's webhook would answer it; every other
+// the API server writes one is read by the walker, only the fields the pod mutator and its
+// logger read (reviewFields), and answered as controller-runtime's webhook would answer it; every other
 // request (another version or content type, a field twice or under another case, a value of
 // another type, a body too large, anything not JSON) goes to slow, controller-runtime's
 // webhook, which answers it as before.
@@ -33,7 +34,7 @@ const maxReviewBytes = 7 * 1024 * 1024
 // controller-runtime decodes the whole review twice (once with encoding/json to find its kind,
 // once by reflection into every field of the request, the pod's bytes checked again), which
 // measured 180 µs of the 440 µs a no-op webhook's process spends on a pod (hack/bench/admission
-// -profile), while the pod mutator reads eight fields.
+// -profile), while the pod mutator reads eight fields, and its logger two more.
 type reviewHandler struct {
 	handler admission.Handler
 	slow    *admission.Webhook
@@ -49,7 +50,9 @@ func (h *reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reviewsFast().Inc()
-	logger := requestLogger(logf.Log.WithName("admission"), &req)
+	base := logf.Log.WithName("admission")
+	logger := requestLogger(base, &req)
+	logger.V(5).Info("received request")
 	ctx := logf.IntoContext(r.Context(), logger)
 	resp := h.handle(ctx, req)
 	if err := resp.Complete(req); err != nil {
@@ -60,7 +63,14 @@ func (h *reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	review := admissionv1.AdmissionReview{Response: &resp.AdmissionResponse}
 	review.SetGroupVersionKind(admissionv1.SchemeGroupVersion.WithKind("AdmissionReview"))
 	if err := json.NewEncoder(w).Encode(review); err != nil {
-		logger.Error(err, "unable to encode and write the response")
+		base.Error(err, "unable to encode and write the response")
+		return
+	}
+	if l := base.V(5); l.Enabled() {
+		if res := resp.Result; res != nil {
+			l = l.WithValues("code", res.Code, "reason", res.Reason, "message", res.Message)
+		}
+		l.Info("wrote response", "requestID", resp.UID, "allowed", resp.Allowed)
 	}
 }
 
@@ -69,10 +79,14 @@ var (
 	reviewsSlow = sync.OnceValue(func() prometheus.Counter { return metrics.PodReviews.WithLabelValues("controller-runtime") })
 )
 
-// handle is the handler's answer, an error answer if it panics (as controller-runtime's).
+// handle is the handler's answer, an error answer if it panics, after the panic handlers (as
+// controller-runtime's; the pod mutator recovers its own panics before).
 func (h *reviewHandler) handle(ctx context.Context, req admission.Request) (resp admission.Response) {
 	defer func() {
 		if r := recover(); r != nil {
+			for _, fn := range utilruntime.PanicHandlers {
+				fn(ctx, r)
+			}
 			resp = admission.Errored(http.StatusInternalServerError, fmt.Errorf("panic: %v [recovered]", r))
 			resp.UID = req.UID
 		}
@@ -80,20 +94,26 @@ func (h *reviewHandler) handle(ctx context.Context, req admission.Request) (resp
 	return h.handler.Handle(ctx, req)
 }
 
-// readBody reads r's body, at most maxReviewBytes of it; whole is false when it could not read
-// all of it (an error, or a larger body): what it read is then still to be read again.
+// readBody reads r's body, less than maxReviewBytes of it; whole is false when it could not
+// read all of it (an error, or a body of maxReviewBytes or more, which controller-runtime
+// refuses): what it read is then still to be read again. Content-Length sizes the first buffer
+// only, up to firstBuffer: a client may claim 7 MiB and send nothing.
 func readBody(r *http.Request) (body []byte, whole bool) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, false
 	}
-	size := r.ContentLength
-	if size <= 0 || size > maxReviewBytes {
-		size = 512
+	size := int64(firstBuffer)
+	if r.ContentLength > 0 {
+		size = min(r.ContentLength, firstBuffer)
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, size+1))
-	n, err := buf.ReadFrom(io.LimitReader(r.Body, maxReviewBytes+1))
-	return buf.Bytes(), err == nil && n > 0 && n <= maxReviewBytes
+	// ReadFrom wants MinRead bytes free before each read, the one that finds the end too.
+	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead))
+	n, err := buf.ReadFrom(io.LimitReader(r.Body, maxReviewBytes))
+	return buf.Bytes(), err == nil && n > 0 && n < maxReviewBytes
 }
+
+// firstBuffer bounds the buffer a body is first read into (a pod's review is a few KiB).
+const firstBuffer = 64 << 10
 
 // decodeReviewFields reads into req what the pod mutator reads of an AdmissionReview's request
 // (reviewFields), when body is an AdmissionReview of admission.k8s.io/v1 written as the API
@@ -123,9 +143,10 @@ func decodeReviewFields(body []byte, req *admissionv1.AdmissionRequest) bool {
 	return ok && hasRequest && apiVersion == admissionv1.SchemeGroupVersion.String() && kind == "AdmissionReview"
 }
 
-// reviewFields are the fields of an AdmissionRequest the pod mutator reads: what
-// decodeReviewFields decodes. A field the mutator comes to read must be added here.
-var reviewFields = []string{"uid", "kind", "subResource", "name", "namespace", "operation", "object", "oldObject"}
+// reviewFields are the fields of an AdmissionRequest the pod mutator and its logger read: what
+// decodeReviewFields decodes. A field either comes to read must be added here.
+// resource and userInfo.username are read for the request's logger (requestLogger logs them).
+var reviewFields = []string{"uid", "kind", "resource", "subResource", "name", "namespace", "operation", "userInfo", "object", "oldObject"}
 
 // reviewRequestField reads the request's member key into req when it is one of reviewFields.
 func reviewRequestField(w *walker, key []byte, req *admissionv1.AdmissionRequest) (read, ok bool) {
@@ -145,6 +166,25 @@ func reviewRequestField(w *walker, key []byte, req *admissionv1.AdmissionRequest
 				return true, w.strTo(&req.Kind.Kind)
 			}
 			return false, !foldsTo(key, "group", "version", "kind")
+		})
+	case "resource":
+		ok = w.object(func(key []byte) (bool, bool) {
+			switch string(key) {
+			case "group":
+				return true, w.strTo(&req.Resource.Group)
+			case "version":
+				return true, w.strTo(&req.Resource.Version)
+			case "resource":
+				return true, w.strTo(&req.Resource.Resource)
+			}
+			return false, !foldsTo(key, "group", "version", "resource")
+		})
+	case "userInfo":
+		ok = w.object(func(key []byte) (bool, bool) {
+			if string(key) == "username" {
+				return true, w.strTo(&req.UserInfo.Username)
+			}
+			return false, !foldsTo(key, "username")
 		})
 	case "subResource":
 		ok = w.strTo(&req.SubResource)
