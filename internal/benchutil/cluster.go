@@ -53,17 +53,23 @@ func CreateNamespace(ctx context.Context, cs kubernetes.Interface, name string, 
 
 // GetOK fails unless a GET of url answers 200.
 func GetOK(ctx context.Context, url string) error {
+	_, err := Get(ctx, url)
+	return err
+}
+
+// Get is the body of a GET of url, which must answer 200.
+func Get(ctx context.Context, url string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	resp.Body.Close()
+	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
 	}
-	return nil
+	return io.ReadAll(resp.Body)
 }

@@ -317,6 +317,18 @@ func (w *walker) key() ([]byte, bool) {
 	return nil, false
 }
 
+// strings reads an object, and of it the strings named names, into dsts (one for each name).
+func (w *walker) strings(names []string, dsts ...*string) bool {
+	return w.object(func(key []byte) (bool, bool) {
+		for i, n := range names {
+			if string(key) == n {
+				return true, w.strTo(dsts[i])
+			}
+		}
+		return false, !foldsTo(key, names...)
+	})
+}
+
 // strTo reads a string into s.
 func (w *walker) strTo(s *string) bool {
 	v, ok := w.str()

@@ -148,6 +148,13 @@ func decodeReviewFields(body []byte, req *admissionv1.AdmissionRequest) bool {
 // resource and userInfo.username are read for the request's logger (requestLogger logs them).
 var reviewFields = []string{"uid", "kind", "resource", "subResource", "name", "namespace", "operation", "userInfo", "object", "oldObject"}
 
+// The fields read of a request's kind, resource and userInfo.
+var (
+	kindFields     = []string{"group", "version", "kind"}
+	resourceFields = []string{"group", "version", "resource"}
+	userFields     = []string{"username"}
+)
+
 // reviewRequestField reads the request's member key into req when it is one of reviewFields.
 func reviewRequestField(w *walker, key []byte, req *admissionv1.AdmissionRequest) (read, ok bool) {
 	switch string(key) {
@@ -156,36 +163,11 @@ func reviewRequestField(w *walker, key []byte, req *admissionv1.AdmissionRequest
 		ok = w.strTo(&uid)
 		req.UID = types.UID(uid)
 	case "kind":
-		ok = w.object(func(key []byte) (bool, bool) {
-			switch string(key) {
-			case "group":
-				return true, w.strTo(&req.Kind.Group)
-			case "version":
-				return true, w.strTo(&req.Kind.Version)
-			case "kind":
-				return true, w.strTo(&req.Kind.Kind)
-			}
-			return false, !foldsTo(key, "group", "version", "kind")
-		})
+		ok = w.strings(kindFields, &req.Kind.Group, &req.Kind.Version, &req.Kind.Kind)
 	case "resource":
-		ok = w.object(func(key []byte) (bool, bool) {
-			switch string(key) {
-			case "group":
-				return true, w.strTo(&req.Resource.Group)
-			case "version":
-				return true, w.strTo(&req.Resource.Version)
-			case "resource":
-				return true, w.strTo(&req.Resource.Resource)
-			}
-			return false, !foldsTo(key, "group", "version", "resource")
-		})
+		ok = w.strings(resourceFields, &req.Resource.Group, &req.Resource.Version, &req.Resource.Resource)
 	case "userInfo":
-		ok = w.object(func(key []byte) (bool, bool) {
-			if string(key) == "username" {
-				return true, w.strTo(&req.UserInfo.Username)
-			}
-			return false, !foldsTo(key, "username")
-		})
+		ok = w.strings(userFields, &req.UserInfo.Username)
 	case "subResource":
 		ok = w.strTo(&req.SubResource)
 	case "name":

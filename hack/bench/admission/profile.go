@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/pprof"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/enix/kuik/internal/benchutil"
 )
 
 // profiler takes CPU profiles of one webhook process while a batch runs, one second at a time
@@ -58,27 +59,11 @@ func (p *profiler) end() error {
 }
 
 func fetchProfile(ctx context.Context, url, file string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	b, err := benchutil.Get(ctx, url)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return os.WriteFile(file, b, 0o644)
 }
 
 // servePprof serves net/http/pprof at addr (the no-op webhook's, as kuik's webhook does with
