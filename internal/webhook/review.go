@@ -26,10 +26,10 @@ const maxReviewBytes = 7 * 1024 * 1024
 
 // reviewHandler serves the pod webhook. An AdmissionReview of admission.k8s.io/v1 written as
 // the API server writes one is read by the walker, only the fields the pod mutator and its
-// logger read (reviewFields), and answered as controller-runtime's webhook would answer it; every other
-// request (another version or content type, a field twice or under another case, a value of
-// another type, a body too large, anything not JSON) goes to slow, controller-runtime's
-// webhook, which answers it as before.
+// logger read (reviewFields), and answered as controller-runtime's webhook would answer it.
+// Every other request (another version or content type, a field twice or under another case,
+// a value of another type, a body too large, anything not JSON) goes to slow,
+// controller-runtime's webhook, which answers it as before.
 //
 // controller-runtime decodes the whole review twice (once with encoding/json to find its kind,
 // once by reflection into every field of the request, the pod's bytes checked again), which
@@ -44,7 +44,9 @@ func (h *reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, whole := readBody(r)
 	var req admission.Request
 	if !whole || r.Header.Get("Content-Type") != "application/json" || !decodeReviewFields(body, &req.AdmissionRequest) {
-		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+		if len(body) > 0 { // what was read, then the rest
+			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+		}
 		reviewsSlow().Inc()
 		h.slow.ServeHTTP(w, r)
 		return

@@ -189,6 +189,21 @@ func TestABodyKuikDoesNotReadIsControllerRuntimes(t *testing.T) {
 	}
 }
 
+// A request without a body is controller-runtime's to refuse.
+func TestARequestWithoutABodyIsControllerRuntimes(t *testing.T) {
+	rh := podHandler(t, fuzzHandlers(t))
+	for _, body := range []io.ReadCloser{nil, http.NoBody} {
+		rec := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, MutatePodsPath, nil)
+		r.Body = body
+		r.Header.Set("Content-Type", "application/json")
+		rh.ServeHTTP(rec, r)
+		if !strings.Contains(rec.Body.String(), "request body is empty") {
+			t.Errorf("body %v: answered %d %s", body, rec.Code, rec.Body.String())
+		}
+	}
+}
+
 // blockedBody is a body that sends nothing until released.
 type blockedBody struct{ release chan struct{} }
 
