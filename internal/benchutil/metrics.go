@@ -2,12 +2,12 @@ package benchutil
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"maps"
 	"math"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,19 +43,11 @@ func ParseMetrics(r io.Reader) (Metrics, error) {
 
 // Scrape reads the metrics served at url; the caller bounds it through ctx.
 func Scrape(ctx context.Context, url string) (Metrics, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	b, err := Get(ctx, url)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return ParseMetrics(resp.Body)
+	return ParseMetrics(bytes.NewReader(b))
 }
 
 // APIServerMetrics reads kube-apiserver's own /metrics.
