@@ -410,15 +410,14 @@ func (w *walker) raw(dst *[]byte) bool {
 		*dst = nil
 		return w.literal("null")
 	case '{':
-	default:
-		return false
+		start := w.i
+		if !w.skip() {
+			return false
+		}
+		*dst = w.b[start:w.i]
+		return true
 	}
-	start := w.i
-	if !w.skip() {
-		return false
-	}
-	*dst = w.b[start:w.i]
-	return true
+	return false
 }
 
 // skipKey skips a key and its colon.
